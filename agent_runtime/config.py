@@ -1,0 +1,90 @@
+"""Run configuration: YAML files under configs/, validated so a bad value names its key and the allowed values."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from agent_runtime.errors import UserError
+
+CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+RESOLUTIONS = ("160x120", "200x150", "256x192", "320x240", "400x300", "640x480")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class BudgetConfig(_Strict):
+    """Time bounds: stale frames and stale actions are dropped, never used late."""
+
+    max_frame_age_ms: float = Field(250.0, gt=0)
+    max_action_age_ms: float = Field(250.0, gt=0)
+    frames_in_view: int = Field(4, ge=1, le=64)
+    thinker_tokens_per_paragraph: int = Field(48, ge=4, le=512)
+    thinker_paragraphs_in_view: int = Field(2, ge=1, le=32)
+
+
+class ModelConfig(_Strict):
+    """Which weights to run and how. path=None means the embedded SmolLM2-135M-Instruct."""
+
+    path: str | None = None
+    dtype: Literal["float32", "bfloat16"] = "bfloat16"
+    threads: int | None = Field(None, ge=1, description="torch threads; None = the cores actually free")
+
+
+class KVConfig(_Strict):
+    """Fixed capacity of the shared KV block store."""
+
+    capacity_tokens: int = Field(8192, ge=64)
+    page_size: int = Field(16, ge=1, le=1024)
+
+
+class RunConfig(_Strict):
+    scenario: str = "defend_the_center"
+    resolution: str = "160x120"
+    clock: Literal["sync", "realtime"] = "sync"
+    seed: int = 0
+    recordings_dir: str = "recordings"
+    budgets: BudgetConfig = BudgetConfig()
+    model: ModelConfig = ModelConfig()
+    kv: KVConfig = KVConfig()
+
+    @field_validator("resolution")
+    @classmethod
+    def _resolution(cls, v: str) -> str:
+        if v not in RESOLUTIONS:
+            raise ValueError(f"must be one of {', '.join(RESOLUTIONS)}")
+        return v
+
+
+def _describe(err: ValidationError, source: str) -> str:
+    first = err.errors()[0]
+    key = ".".join(str(p) for p in first["loc"]) or "<root>"
+    msg = first["msg"]
+    if first["type"] == "extra_forbidden":
+        msg = "unknown key"
+    elif first["type"] == "literal_error":
+        msg = "must be one of " + first.get("ctx", {}).get("expected", "?")
+    return f"{source}: bad value for '{key}': {msg}"
+
+
+def load_config(path: str | Path | None = None, **overrides) -> RunConfig:
+    """Load configs/default.yaml (or PATH), apply CLI overrides, validate."""
+    source = Path(path) if path else CONFIG_DIR / "default.yaml"
+    if not source.is_file():
+        raise UserError(f"config file not found: {source} (pass an existing YAML file with --config)")
+    try:
+        data = yaml.safe_load(source.read_text()) or {}
+    except yaml.YAMLError as e:
+        raise UserError(f"{source}: not valid YAML: {str(e).splitlines()[0]}") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{source}: expected a mapping of keys at the top level")
+    data.update({k: v for k, v in overrides.items() if v is not None})
+    try:
+        return RunConfig.model_validate(data)
+    except ValidationError as e:
+        raise UserError(_describe(e, str(source))) from None

@@ -1,0 +1,1 @@
+"""ViZDoom environments for the runtime. Knows nothing of agent_runtime."""
