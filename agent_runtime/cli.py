@@ -1,0 +1,46 @@
+"""The `agent-runtime` command: one subcommand a module under agent_runtime/commands/."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from agent_runtime.errors import UserError
+
+# Subcommand name -> module in agent_runtime.commands. Each module has add_arguments(p) and run(args) -> int.
+COMMANDS = {
+    "episode": "Run headless ViZDoom episodes and print their results.",
+    "bench": "Benchmarks: `bench kv` (KV blocks and views).",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="agent-runtime",
+        description="A language model that plays ViZDoom while it keeps seeing frames, thinks and acts at once.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, help_text in COMMANDS.items():
+        module = importlib.import_module(f"agent_runtime.commands.{name}")
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        module.add_arguments(p)
+        p.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args._run(args) or 0)
+    except UserError as e:
+        print(f"agent-runtime {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"agent-runtime {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

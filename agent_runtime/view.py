@@ -1,0 +1,62 @@
+"""A stream's view: the ordered blocks it reads, ending with the block it writes to.
+
+A view holds (retains) its blocks. Dropping a block from a view (an old frame, an old thought) releases
+it; the blocks after it simply move to a smaller offset, with no recompute, because keys are stored at
+block-local positions and the query is rotated per block.
+"""
+
+from __future__ import annotations
+
+from agent_runtime.kv_block_store import Block, KVBlockStore
+
+
+class View:
+    def __init__(self, store: KVBlockStore, blocks: list[Block] = (), own: Block | None = None, name: str = ""):
+        self.store = store
+        self.name = name
+        self.blocks: list[Block] = []
+        self.own: Block | None = None
+        for b in blocks:
+            self.append(b)
+        if own is not None:
+            self.set_own(own)
+
+    def append(self, block: Block) -> None:
+        """Add a block to read, after the others (before the own block)."""
+        self.store.retain(block)
+        self.blocks.append(block)
+
+    def insert(self, index: int, block: Block) -> None:
+        self.store.retain(block)
+        self.blocks.insert(index, block)
+
+    def drop(self, block: Block) -> None:
+        """Stop reading a block; it is freed once no view or owner holds it."""
+        self.blocks.remove(block)
+        self.store.release(block)
+
+    def set_own(self, block: Block) -> None:
+        """The block this view's stream writes to; it comes last in the view."""
+        if self.own is not None:
+            self.store.release(self.own)
+        self.store.retain(block)
+        self.own = block
+
+    def ordered(self) -> list[Block]:
+        return self.blocks + ([self.own] if self.own is not None else [])
+
+    @property
+    def length(self) -> int:
+        return sum(b.length for b in self.ordered())
+
+    def token_ids(self) -> list[int]:
+        """The concatenated tokens the view stands for (what a plain model would read)."""
+        return [t for b in self.ordered() for t in b.token_ids]
+
+    def close(self) -> None:
+        for b in self.ordered():
+            self.store.release(b)
+        self.blocks, self.own = [], None
+
+    def __repr__(self) -> str:
+        return f"View({self.name!r}, {[b.label or b.id for b in self.ordered()]}, len={self.length})"
