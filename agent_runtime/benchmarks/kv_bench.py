@@ -1,0 +1,133 @@
+"""`bench kv`: what views over shared blocks cost and save, measured side by side in one run.
+
+(a) view_vs_contiguous: decode step time with the context split into 8 blocks of a view, divided by the
+    step time of a plain transformers forward with its own contiguous KV cache over the same tokens.
+(b) drop_vs_recompute: time to recompute (prefill) the tokens after a dropped middle block, divided by
+    the time to drop the block from the view (which recomputes nothing).
+(c) streamsN_vs_1: aggregate decode tokens/s with N streams in one batched forward, divided by 1 stream.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+
+import torch
+
+from agent_runtime.benchmarks.measure import Timing, progress, timed
+from agent_runtime.kv_block_store import KVBlockStore
+from agent_runtime.model_loader import LoadedModel
+from agent_runtime.model_runner import ModelRunner, StreamInput
+from agent_runtime.view import View
+
+
+def _tokens(rng: random.Random, n: int) -> list[int]:
+    return [rng.randrange(100, 40000) for _ in range(n)]
+
+
+class KVBench:
+    def __init__(self, loaded: LoadedModel, *, context: int = 512, blocks: int = 8, suffix: int = 256,
+                 repeats: int = 15, device: str = "cpu", backend: str = "torch"):
+        self.loaded = loaded
+        self.context, self.blocks, self.suffix, self.repeats = context, blocks, suffix, repeats
+        self.rng = random.Random(0)
+        dtype = next(loaded.model.parameters()).dtype
+        self.store = KVBlockStore.for_model(loaded.config, capacity_tokens=16384, page_size=16, dtype=dtype, device=device)
+        self.plain = copy.deepcopy(loaded.model)  # same weights, transformers' own sdpa attention and cache
+        self.plain.set_attn_implementation("sdpa")
+        self.runner = ModelRunner(loaded, self.store, backend=backend, device=device)
+        self.device = device
+
+    # (a) -------------------------------------------------------------------------------------------
+    def view_vs_contiguous(self) -> dict:
+        from transformers import DynamicCache
+
+        tokens = _tokens(self.rng, self.context)
+        per = self.context // self.blocks
+        blocks = []
+        for i in range(self.blocks):
+            b = self.store.create(f"ctx{i}")
+            self.runner.prefill(View(self.store, blocks, own=b), tokens[i * per : (i + 1) * per])
+            blocks.append(b)
+        view8 = View(self.store, blocks, own=self.store.create("own8"))
+        one = self.store.create("ctx-one")
+        self.runner.prefill(View(self.store, own=one), tokens[: per * self.blocks])
+        view1 = View(self.store, [one], own=self.store.create("own1"))
+
+        cache = DynamicCache(config=self.plain.config)
+        with torch.inference_mode():
+            self.plain(input_ids=torch.tensor([tokens[: per * self.blocks]], device=self.device), cache=cache, use_cache=True)
+
+        def plain_step():
+            with torch.inference_mode():
+                self.plain(input_ids=torch.tensor([[7]], device=self.device), cache=cache, use_cache=True)
+
+        samples = {"view8": [], "view1": [], "plain": []}
+        for _ in range(3):  # warm-up
+            plain_step(); self.runner.forward([StreamInput(view8, [7])]); self.runner.forward([StreamInput(view1, [7])])
+        for r in range(self.repeats):  # interleaved so drift hits all three alike
+            samples["plain"].append(timed(plain_step))
+            samples["view8"].append(timed(lambda: self.runner.forward([StreamInput(view8, [7])])))
+            samples["view1"].append(timed(lambda: self.runner.forward([StreamInput(view1, [7])])))
+        progress(f"(a) decode at {per * self.blocks} tokens: view of {self.blocks} blocks {Timing(samples['view8']).ms()}, "
+                 f"contiguous (transformers cache) {Timing(samples['plain']).ms()}")
+        t = {k: Timing(v) for k, v in samples.items()}
+        view8.close(); view1.close()
+        for b in blocks + [one]:
+            self.store.release(b)
+        return {
+            "context_tokens": per * self.blocks,
+            "view8_step_ms": t["view8"].median * 1e3,
+            "view1_step_ms": t["view1"].median * 1e3,
+            "contiguous_step_ms": t["plain"].median * 1e3,
+            "view_vs_contiguous": t["view8"].median / t["plain"].median,
+            "view8_vs_view1": t["view8"].median / t["view1"].median,
+        }
+
+    # (b) -------------------------------------------------------------------------------------------
+    def drop_vs_recompute(self) -> dict:
+        head, middle, tail = _tokens(self.rng, 64), _tokens(self.rng, 64), _tokens(self.rng, self.suffix)
+        drop_s, recompute_s = [], []
+        for _ in range(max(3, self.repeats // 5)):
+            a, m, t = self.store.create("head"), self.store.create("middle"), self.store.create("suffix")
+            self.runner.prefill(View(self.store, own=a), head)
+            self.runner.prefill(View(self.store, own=m), middle)
+            self.runner.prefill(View(self.store, own=t), tail)
+            view = View(self.store, [a, m, t], own=self.store.create("own"))
+            for b in (a, m, t):
+                self.store.release(b)
+            drop_s.append(timed(lambda: view.drop(m)))
+            # the alternative without block-local keys: recompute every token after the dropped block
+            redo = View(self.store, [a], own=self.store.create("redo"))
+            recompute_s.append(timed(lambda: self.runner.prefill(redo, tail)))
+            view.close(); redo.close()
+        d, r = Timing(drop_s), Timing(recompute_s)
+        progress(f"(b) drop a middle block {d.median * 1e6:.1f} us vs recompute {self.suffix} tokens {r.ms()}")
+        return {"drop_us": d.median * 1e6, "recompute_ms": r.median * 1e3, "suffix_tokens": self.suffix,
+                "drop_vs_recompute": r.median / d.median}
+
+    # (c) -------------------------------------------------------------------------------------------
+    def streams(self, counts=(1, 2, 4, 8), steps: int = 12) -> dict:
+        prompt = self.store.create("prompt")
+        self.runner.prefill(View(self.store, own=prompt), _tokens(self.rng, 256))
+        rates = {}
+        for n in counts:
+            views = [View(self.store, [prompt], own=self.store.create(f"s{i}")) for i in range(n)]
+            self.runner.forward([StreamInput(v, [7]) for v in views])  # warm-up
+            per_step = [timed(lambda: self.runner.forward([StreamInput(v, [7]) for v in views])) for _ in range(steps)]
+            rates[n] = n / Timing(per_step).median
+            progress(f"(c) {n} streams: {rates[n]:.1f} tokens/s")
+            for v in views:
+                v.close()
+        self.store.release(prompt)
+        out = {f"tokens_per_s_{n}": r for n, r in rates.items()}
+        out.update({f"streams{n}_vs_1": rates[n] / rates[1] for n in counts if n != 1})
+        return out
+
+    def run(self) -> dict:
+        result = {}
+        result.update(self.view_vs_contiguous())
+        result.update(self.drop_vs_recompute())
+        result.update(self.streams())
+        result["pool_blocks_left"] = len(self.store.blocks)
+        return result

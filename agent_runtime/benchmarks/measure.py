@@ -1,0 +1,62 @@
+"""Small timing helpers shared by the benchmarks: medians with spread, and the machine header."""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+
+
+@dataclass
+class Timing:
+    """Median of repeated measurements with their spread (min..max), in seconds."""
+
+    samples: list[float]
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.samples)
+
+    @property
+    def spread(self) -> tuple[float, float]:
+        return min(self.samples), max(self.samples)
+
+    def ms(self) -> str:
+        lo, hi = self.spread
+        return f"{self.median * 1e3:.2f} ms [{lo * 1e3:.2f}..{hi * 1e3:.2f}]"
+
+
+def timed(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def machine_info(model_id: str, threads: int, clock: str, device: str = "cpu") -> dict:
+    import torch
+
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:
+        cores = os.cpu_count()
+    return {
+        "cpu": platform.processor() or platform.machine(),
+        "cores": cores,
+        "threads": threads,
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "model": model_id,
+        "device": device,
+        "clock": clock,
+    }
+
+
+def print_header(info: dict, stream=sys.stderr) -> None:
+    print("machine: " + ", ".join(f"{k} {v}" for k, v in info.items()), file=stream, flush=True)
+
+
+def progress(msg: str, stream=sys.stderr) -> None:
+    print(f"  .. {msg}", file=stream, flush=True)
