@@ -1,0 +1,155 @@
+"""Non-LLM reference players: random (the floor) and scripted aim-and-shoot from labels (the expert)."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from envs.doom_env import DoomEnv
+from envs.frame import Frame, ObjectLabel
+
+Decision = tuple[dict[str, float], int]  # (buttons pressed -> value, tics to hold)
+
+HORIZONTAL_FOV_DEGREES = 90.0  # ViZDoom default
+DELTA_BUTTON = "TURN_LEFT_RIGHT_DELTA"
+
+
+class RandomPolicy:
+    """Each decision presses every button with probability 1/2 (delta buttons: a uniform value) for one tic."""
+
+    name = "random"
+
+    def __init__(self, buttons: Sequence[str], seed: int | None = None, *, delta_range: float = 10.0):
+        self.buttons = tuple(buttons)
+        self.delta_range = delta_range
+        self._rng = np.random.default_rng(seed)
+
+    def decide(self, frame: Frame) -> Decision:
+        pressed: dict[str, float] = {}
+        for name in self.buttons:
+            if name.endswith("_DELTA"):
+                pressed[name] = float(self._rng.uniform(-self.delta_range, self.delta_range))
+            elif self._rng.random() < 0.5:
+                pressed[name] = 1.0
+        return pressed, 1
+
+
+class ScriptedAimPolicy:
+    """Turn toward the monster nearest the crosshair, fire once the crosshair is on it; scan when none is seen.
+
+    Uses TURN_LEFT_RIGHT_DELTA (degrees, positive = right) when the scenario has it, else
+    TURN_LEFT/TURN_RIGHT. Acts one tic at a time so it can correct every frame.
+    """
+
+    name = "scripted"
+
+    def __init__(self, buttons: Sequence[str], *, screen_width: int = 160, aim_tolerance_px: float = 2.0):
+        self.buttons = tuple(buttons)
+        self.screen_width = screen_width
+        self.aim_tolerance_px = aim_tolerance_px
+        self.has_delta = DELTA_BUTTON in self.buttons
+        self.can_turn = self.has_delta or {"TURN_LEFT", "TURN_RIGHT"} <= set(self.buttons)
+        self.can_fire = "ATTACK" in self.buttons
+        self._scan = "TURN_RIGHT"
+
+    def target(self, frame: Frame) -> ObjectLabel | None:
+        """The on-screen monster whose box centre is nearest the crosshair (screen centre)."""
+        centre = self._width(frame) / 2.0
+        monsters = [lab for lab in frame.labels if lab.category == "Monster" and lab.box is not None]
+        if not monsters:
+            return None
+        return min(monsters, key=lambda lab: (abs(lab.box_center_x - centre), lab.object_id))
+
+    def decide(self, frame: Frame) -> Decision:
+        target = self.target(frame)
+        if target is None:
+            return self._turn_degrees(-10.0 if self._scan == "TURN_LEFT" else 10.0), 1
+        width = self._width(frame)
+        offset_px = target.box_center_x - width / 2.0  # positive: target right of the crosshair
+        tolerance = max(self.aim_tolerance_px, target.box[2] / 4.0)
+        pressed: dict[str, float] = {}
+        if abs(offset_px) <= tolerance:
+            if self.can_fire:
+                pressed["ATTACK"] = 1.0
+        else:
+            self._scan = "TURN_RIGHT" if offset_px > 0 else "TURN_LEFT"
+            pressed.update(self._turn_degrees(self._pixels_to_degrees(offset_px, width)))
+        return pressed, 1
+
+    def _turn_degrees(self, degrees: float) -> dict[str, float]:
+        if not self.can_turn:
+            return {}
+        if self.has_delta:
+            return {DELTA_BUTTON: degrees}
+        return {"TURN_RIGHT" if degrees > 0 else "TURN_LEFT": 1.0}
+
+    def _width(self, frame: Frame) -> int:
+        return frame.screen.shape[1] if frame.screen is not None else self.screen_width
+
+    @staticmethod
+    def _pixels_to_degrees(offset_px: float, width: int) -> float:
+        half_fov = math.radians(HORIZONTAL_FOV_DEGREES / 2.0)
+        return math.degrees(math.atan(offset_px / (width / 2.0) * math.tan(half_fov)))
+
+
+def make_policy(name: str, buttons: Sequence[str], *, seed: int | None = None, screen_width: int = 160):
+    """Baseline policy by CLI name."""
+    if name == "random":
+        return RandomPolicy(buttons, seed)
+    if name == "scripted":
+        return ScriptedAimPolicy(buttons, screen_width=screen_width)
+    raise ValueError(f"unknown baseline policy '{name}'; use random or scripted")
+
+
+def run_baseline_episode(
+    env: DoomEnv,
+    policy,
+    *,
+    max_tics: int | None = None,
+    lag_tics: int = 0,
+    progress: Callable[[dict], None] | None = None,
+    record_path=None,
+    progress_every_tics: int = 350,
+) -> dict:
+    """Play one new episode with `policy`; the policy sees the frame from `lag_tics` tics ago.
+
+    lag_tics reproduces a slow thinker: at 35 tics/s, lag_tics=4 is ~114 ms of staleness.
+    """
+    if lag_tics < 0:
+        raise ValueError("lag_tics must be >= 0")
+    started = time.monotonic()
+    frame = env.new_episode(record_path)
+    start_tic, last = frame.tic, frame
+    history: deque[Frame] = deque(maxlen=lag_tics + 2)
+    next_report = start_tic + progress_every_tics
+    while frame is not None:
+        last = frame
+        if max_tics is not None and frame.tic - start_tic >= max_tics:
+            break
+        history.append(frame)
+        seen = next((f for f in reversed(history) if f.tic <= frame.tic - lag_tics), history[0])
+        buttons, tics = policy.decide(seen)
+        env.act(buttons, tics)
+        frame = env.read_frame()
+        if progress is not None and frame is not None and frame.tic >= next_report:
+            next_report += progress_every_tics
+            progress({"episode": env.episode, "tic": frame.tic, "kills": env.kills, "reward": env.total_reward})
+    return {
+        "scenario": env.scenario,
+        "policy": getattr(policy, "name", type(policy).__name__),
+        "episode": env.episode,
+        "seed": env.episode_seed,
+        "reward": round(env.total_reward, 4),
+        "kills": env.kills,
+        "tics": env.tic - start_tic,  # tics played by the policy
+        "end_tic": env.tic,
+        "health": last.health,
+        "ammo": last.ammo,
+        "lag_tics": lag_tics,
+        "finished": env.episode_finished,
+        "wall_s": round(time.monotonic() - started, 3),
+    }

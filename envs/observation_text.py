@@ -1,0 +1,83 @@
+"""Compact text for a language model: own status plus the nearest objects, with side, bearing and distance.
+
+Example: "hp 100 ammo 26 kills 3 | imp left 23° 410u; zombieman ahead 2° 180u"
+
+Bearing is the angle from the view direction to the object in degrees, positive = to the LEFT
+(Doom angles grow counter-clockwise); the text writes its magnitude after the side word.
+Distance is in map units (a player is 32 units wide). Only objects on screen are listed unless
+privileged=True, which adds off-screen objects from the objects info (never the agent's default).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from envs.frame import Frame, ObjectLabel
+
+MAX_OBJECTS = 4
+AHEAD_DEGREES = 5.0  # |bearing| below this reads "ahead"
+SKIPPED_CATEGORIES = frozenset({"Self"})  # the own player/weapon
+
+# Short names for the common actors; anything else is its CamelCase name split into lowercase words.
+SHORT_NAMES = {
+    "DoomImp": "imp",
+    "MarineChainsawVzd": "marine",
+    "ShotgunGuy": "shotgunner",
+    "ChaingunGuy": "chaingunner",
+    "Zombieman": "zombieman",
+    "Demon": "demon",
+    "Spectre": "spectre",
+    "Cacodemon": "cacodemon",
+    "LostSoul": "lost soul",
+    "GreenArmor": "armor",
+    "BlueArmor": "armor",
+    "Medikit": "medikit",
+    "Stimpack": "stimpack",
+    "DoomImpBall": "fireball",
+}
+
+
+def short_name(name: str) -> str:
+    if name in SHORT_NAMES:
+        return SHORT_NAMES[name]
+    words = re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+", re.sub(r"Vzd$", "", name))
+    return " ".join(w.lower() for w in words) or name.lower()
+
+
+def bearing_degrees(frame: Frame, obj: ObjectLabel) -> float:
+    """Angle from the view direction to obj, in (-180, 180], positive = left."""
+    v = frame.variables
+    dx, dy = obj.x - v.get("POSITION_X", 0.0), obj.y - v.get("POSITION_Y", 0.0)
+    rel = math.degrees(math.atan2(dy, dx)) - v.get("ANGLE", 0.0)
+    rel = (rel + 180.0) % 360.0 - 180.0
+    return 180.0 if rel == -180.0 else rel
+
+
+def distance_units(frame: Frame, obj: ObjectLabel) -> float:
+    v = frame.variables
+    return math.hypot(obj.x - v.get("POSITION_X", 0.0), obj.y - v.get("POSITION_Y", 0.0))
+
+
+def visible_objects(frame: Frame, *, privileged: bool = False) -> list[ObjectLabel]:
+    """Objects worth describing (no Self), nearest first; off-screen ones only when privileged."""
+    chosen: dict[int, ObjectLabel] = {}
+    pool = frame.labels + (frame.objects if privileged else ())
+    for obj in pool:
+        if obj.category not in SKIPPED_CATEGORIES and obj.object_id not in chosen:
+            chosen[obj.object_id] = obj
+    return sorted(chosen.values(), key=lambda o: (round(distance_units(frame, o)), o.name, o.object_id))
+
+
+def describe_object(frame: Frame, obj: ObjectLabel) -> str:
+    bearing = bearing_degrees(frame, obj)
+    side = "ahead" if abs(bearing) < AHEAD_DEGREES else ("left" if bearing > 0 else "right")
+    return f"{short_name(obj.name)} {side} {abs(bearing):.0f}° {distance_units(frame, obj):.0f}u"
+
+
+def encode_observation(frame: Frame, *, privileged: bool = False, max_objects: int = MAX_OBJECTS) -> str:
+    """One line: "hp H ammo A kills K | obj side deg dist; ..." (or "| nothing in view")."""
+    status = f"hp {frame.health:.0f} ammo {frame.ammo:.0f} kills {frame.kills:.0f}"
+    objects = visible_objects(frame, privileged=privileged)[:max_objects]
+    seen = "; ".join(describe_object(frame, o) for o in objects) if objects else "nothing in view"
+    return f"{status} | {seen}"
