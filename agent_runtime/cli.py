@@ -12,6 +12,8 @@ from agent_runtime.errors import UserError
 COMMANDS = {
     "episode": "Run headless ViZDoom episodes and print their results.",
     "bench": "Benchmarks: `bench kv` (KV blocks and views).",
+    "replay": "Check a recording: replay its .lmp and compare frames with its events (--video, --rerun).",
+    "timeline": "Draw a recording's events as a swimlane PNG.",
 }
 
 

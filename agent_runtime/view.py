@@ -42,6 +42,19 @@ class View:
         self.store.retain(block)
         self.own = block
 
+    def start_own(self, label: str = "") -> Block:
+        """Begin a fresh own block (the view is its only holder); the previous own block is released."""
+        block = self.store.create(label)
+        if self.own is not None:
+            self.store.release(self.own)
+        self.own = block
+        return block
+
+    def detach_own(self) -> Block:
+        """Hand the own block, and this view's hold on it, to the caller (e.g. a finished paragraph)."""
+        block, self.own = self.own, None
+        return block
+
     def ordered(self) -> list[Block]:
         return self.blocks + ([self.own] if self.own is not None else [])
 

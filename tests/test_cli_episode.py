@@ -25,7 +25,7 @@ def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
 def test_json_output_one_object_per_episode_and_recordings(tmp_path):
     out = tmp_path / "runs" / "a"
     proc = cli("--scenario", "defend_the_center", "--episodes", "2", "--seed", "7", "--json",
-               "--max-tics", "120", "--out", str(out))
+               "--max-tics", "120", "--out", str(out), "--policy", "scripted")
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.strip().splitlines()
     assert len(lines) == 2
@@ -38,6 +38,27 @@ def test_json_output_one_object_per_episode_and_recordings(tmp_path):
     assert len(proc.stderr.strip().splitlines()) >= 2  # a progress line per episode
     saved = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert saved == results
+
+
+def _bad_budget(tmp_path: Path) -> str:
+    path = tmp_path / "budget.yaml"
+    path.write_text("budgets:\n  max_frame_age_ms: -5\n")
+    return str(path)
+
+
+LLM_KEYS = {"reward", "kills", "actions_executed", "actions_fenced", "frames_dropped", "reaction_ms_p50",
+            "reaction_ms_p95", "thinker_tokens"}
+
+
+def test_llm_policy_is_the_default_and_reports_timing_keys():
+    proc = cli("--model", "tiny:llama", "--fixed-cost", "--max-tics", "60", "--json")
+    assert proc.returncode == 0, proc.stderr
+    (line,) = proc.stdout.strip().splitlines()
+    result = json.loads(line)
+    assert LLM_KEYS | RESULT_KEYS <= set(result)
+    assert result["policy"] == "llm" and result["tics"] >= 60
+    assert result["actions_executed"] + result["actions_fenced"] > 5
+    assert result["thinker_tokens"] > 5 and result["reaction_ms_p50"] > 0
 
 
 def test_readable_output_with_random_policy():
@@ -66,7 +87,10 @@ def _file_in_the_way(tmp_path: Path) -> str:
         (lambda t: ["--scenario", str(t / "missing.cfg")], "scenario config not found"),
         (lambda t: ["--episodes", "0"], "--episodes must be at least 1"),
         (lambda t: ["--config", _bad_config(t)], "bad value for 'resolution'"),
-        (lambda t: ["--policy", "llm"], "not available yet"),
+        (lambda t: ["--model", str(t / "no-such-model")], "model path does not exist"),
+        (lambda t: ["--scenario", "deathmatch", "--model", "tiny:llama"], "action grammar cannot express"),
+        (lambda t: ["--config", _bad_budget(t)], "bad value for 'budgets.max_frame_age_ms'"),
+        (lambda t: ["--policy", "sequential", "--think-tokens", "0"], "--think-tokens must be at least 1"),
         (lambda t: ["--out", _file_in_the_way(t)], "cannot write to --out"),
     ],
 )

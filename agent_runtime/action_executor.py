@@ -1,0 +1,71 @@
+"""The action executor: runs an action when it is due, unless it has gone stale.
+
+Every action carries the session generation and the frame it was decided on. At execution time the
+executor checks both: if the generation moved (the user interrupted) or the frame is older than
+max_action_age, the action is fenced (dropped and counted), never executed late.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from agent_runtime.action_grammar import Command
+from agent_runtime.events import EventBus
+from agent_runtime.generation import SessionGeneration
+
+
+@dataclass
+class Action:
+    command: Command
+    generation: int
+    frame_tic: int
+    frame_read_ms: float  # session time when the conditioning frame was read
+    emitted_ms: float
+    source: str = "action"  # "action" stream, "user" command, or a baseline's name
+
+
+@dataclass
+class ExecutorStats:
+    executed: int = 0
+    fenced: int = 0
+    fenced_generation: int = 0
+    fenced_age: int = 0
+    reaction_ms: list[float] = field(default_factory=list)
+    exec_frame_age_ms: list[float] = field(default_factory=list)
+
+
+class ActionExecutor:
+    def __init__(self, world, generation: SessionGeneration, *, max_action_age_ms: float, bus: EventBus | None = None):
+        self.world = world
+        self.generation = generation
+        self.max_action_age_ms = max_action_age_ms
+        self.bus = bus
+        self.stats = ExecutorStats()
+
+    def execute(self, action: Action, now_ms: float) -> bool:
+        """Run the action now if it is still current and fresh; otherwise fence it. Returns whether it ran."""
+        age = now_ms - action.frame_read_ms
+        reason = None
+        if not self.generation.is_current(action.generation):
+            reason = "generation"
+        elif age > self.max_action_age_ms:
+            reason = "frame_age"
+        if reason is not None:
+            self.stats.fenced += 1
+            if reason == "generation":
+                self.stats.fenced_generation += 1
+            else:
+                self.stats.fenced_age += 1
+            self._emit("action_fenced", action, now_ms, reason=reason, frame_age_ms=age)
+            return False
+        self.world.hold(action.command.buttons, action.command.tics)
+        self.stats.executed += 1
+        self.stats.reaction_ms.append(age)
+        self.stats.exec_frame_age_ms.append(age)
+        self._emit("action_executed", action, now_ms, frame_age_ms=age)
+        return True
+
+    def _emit(self, kind: str, action: Action, now_ms: float, **extra) -> None:
+        if self.bus is not None:
+            self.bus.emit(kind, action.source, generation=action.generation, tic=self.world.tic, sim_ms=now_ms,
+                          command=action.command.text, frame_tic=action.frame_tic, **extra)

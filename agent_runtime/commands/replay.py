@@ -1,0 +1,55 @@
+"""`agent-runtime replay DIR`: check that a recording's .lmp re-renders the frames its events saw; optionally film it or re-run it."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from agent_runtime.errors import UserError
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("dir", metavar="DIR", help="recording directory (manifest.json, events.jsonl, episode.lmp)")
+    p.add_argument("--video", metavar="OUT.mp4", help="also write an mp4 of the replay with action/Thinker/commentary overlays")
+    p.add_argument("--rerun", action="store_true", help="re-run the session from the recorded inputs and compare")
+    p.add_argument("--json", action="store_true", help="print one JSON object on stdout, nothing else")
+
+
+def _rerun(directory: str) -> dict:
+    try:
+        from agent_runtime.recording.rerun import rerun_recording
+    except ModuleNotFoundError as e:
+        if e.name == "agent_runtime.recording.rerun":
+            raise UserError("--rerun is not available yet") from None
+        raise
+    except ImportError:
+        raise UserError("--rerun is not available yet") from None
+    return rerun_recording(directory)
+
+
+def run(args: argparse.Namespace) -> int:
+    from agent_runtime.recording.recording import Recording
+    from agent_runtime.recording.replay_check import check_replay
+
+    recording = Recording.open(args.dir)
+    check = check_replay(recording)
+    result: dict = {"check": check.to_dict()}
+    if args.video:
+        from agent_runtime.recording.video import write_video
+
+        result["video"] = write_video(recording, args.video)
+    if args.rerun:
+        result["rerun"] = _rerun(args.dir)
+    if args.json:
+        print(json.dumps(result, default=str))
+    else:
+        for warning in recording.warnings:
+            print(f"warning: {warning}", file=sys.stderr)
+        print(check.describe())
+        if "video" in result:
+            v = result["video"]
+            print(f"video: {v['path']} ({v['frames']} frames at {v['fps']:g} fps, {v['size'][0]}x{v['size'][1]})")
+        if "rerun" in result:
+            print("rerun: " + json.dumps(result["rerun"], default=str))
+    return 0 if check.ok else 1

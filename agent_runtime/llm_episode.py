@@ -1,0 +1,122 @@
+"""Headless episodes played by a language-model agent on a synchronous world moved by compute time."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from envs.doom_env import DoomEnv
+
+from agent_runtime.action_executor import ActionExecutor
+from agent_runtime.action_grammar import ActionGrammar
+from agent_runtime.clocks import MS_PER_TIC, FixedCost, SessionClock
+from agent_runtime.config import RunConfig
+from agent_runtime.events import EventBus
+from agent_runtime.generation import SessionGeneration
+from agent_runtime.kv_block_store import KVBlockStore
+from agent_runtime.model_loader import LoadedModel
+from agent_runtime.model_runner import ModelRunner
+from agent_runtime.multistream_agent import MultiStreamAgent
+from agent_runtime.sync_world import SyncWorld, TimedFrame
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    return float(np.percentile(values, q)) if values else None
+
+
+@dataclass
+class LLMRuntime:
+    """What stays loaded across episodes: the model, its block store and runner, the action grammar."""
+
+    loaded: LoadedModel
+    store: KVBlockStore
+    runner: ModelRunner
+    grammar: ActionGrammar
+    config: RunConfig
+
+    @classmethod
+    def build(cls, loaded: LoadedModel, config: RunConfig, buttons: tuple[str, ...], *, scenario: str) -> "LLMRuntime":
+        dtype = next(loaded.model.parameters()).dtype
+        store = KVBlockStore.for_model(loaded.config, capacity_tokens=config.kv.capacity_tokens,
+                                       page_size=config.kv.page_size, dtype=dtype)
+        runner = ModelRunner(loaded, store)
+        grammar = ActionGrammar(buttons, loaded.tokenizer, scenario=scenario)
+        return cls(loaded, store, runner, grammar, config)
+
+
+def run_llm_episode(env: DoomEnv, runtime: LLMRuntime, *, seed: int | None = None, max_tics: int | None = None,
+                    fixed_cost: FixedCost | None = None, bus: EventBus | None = None, think: bool = True,
+                    user_script: dict[int, tuple[str, object]] | None = None, progress=None,
+                    record_path: str | None = None, agent_seed: int = 0) -> dict:
+    """Play one episode with the multi-stream agent; return its result and timing metrics.
+
+    user_script: {engine step index: (text, Command | None)} typed user commands injected during play.
+    """
+    config = runtime.config
+    clock = SessionClock(fixed_cost)
+    generation = SessionGeneration()
+    if bus is not None:
+        bus.clock = clock.name
+    world = SyncWorld(env, clock, frame_window_ms=config.budgets.max_frame_age_ms)
+    executor = ActionExecutor(world, generation, max_action_age_ms=config.budgets.max_action_age_ms, bus=bus)
+    agent = MultiStreamAgent(runtime.runner, runtime.loaded.tokenizer, runtime.grammar, config.budgets, generation,
+                             scenario=env.scenario, bus=bus, seed=agent_seed, think=think)
+    pool_peak = runtime.store.used_pages
+    try:
+        first = env.new_episode(record_path, seed=seed)
+        start_tic = first.tic
+        agent.push_frame(TimedFrame(first, clock.now_ms))
+        step_index = 0
+        while not world.finished:
+            if max_tics is not None and env.tic - start_tic >= max_tics:
+                break
+            if user_script and step_index in user_script:
+                text, command = user_script[step_index]
+                direct = agent.push_user_text(text, clock.now_ms, command)
+                if direct is not None:
+                    executor.execute(direct, clock.now_ms)
+            outcome = agent.step(clock.now_ms)
+            if not outcome.batch:
+                cost = MS_PER_TIC  # nothing to compute: wait for the next frame
+            else:
+                cost = clock.step_cost_ms(outcome.measured_s, outcome.decode_rows, outcome.prefill_tokens)
+            frames = world.advance_ms(cost)
+            for action in outcome.actions:
+                executor.execute(action, clock.now_ms)
+            for timed in frames:
+                agent.push_frame(timed)
+            pool_peak = max(pool_peak, runtime.store.used_pages)
+            step_index += 1
+            if progress is not None and step_index % 25 == 0:
+                progress(env.tic - start_tic, env.kills, executor.stats.executed)
+        end_tic = env.tic
+    finally:
+        agent.close()
+    s, e = agent.stats, executor.stats
+    return {
+        "reward": world.reward,
+        "kills": env.kills,
+        "tics": end_tic - start_tic,
+        "actions_executed": e.executed,
+        "actions_fenced": e.fenced,
+        "actions_fenced_generation": e.fenced_generation,
+        "actions_fenced_age": e.fenced_age,
+        "frames_dropped": s.frames_dropped,
+        "frames_prefilled": s.frames_prefilled,
+        "reaction_ms_p50": percentile(e.reaction_ms, 50),
+        "reaction_ms_p95": percentile(e.reaction_ms, 95),
+        "reaction_ms_p99": percentile(e.reaction_ms, 99),
+        "thinker_tokens": s.thinker_tokens,
+        "thinker_paragraphs": s.thinker_paragraphs,
+        "decisions": s.decisions,
+        "decisions_abandoned": s.decisions_abandoned,
+        "engine_steps": s.steps,
+        "joint_decode_steps": s.joint_decode_steps,
+        "session_ms": clock.now_ms,
+        "clock": clock.name,
+        "pool_peak_pages": pool_peak,
+        "pool_capacity_pages": runtime.store.num_pages,
+        "reaction_samples_ms": [round(x, 2) for x in e.reaction_ms],
+    }

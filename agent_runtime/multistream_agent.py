@@ -1,0 +1,398 @@
+"""The multi-stream agent: frames in, Thinker and action streams out, all in one batched forward a step.
+
+Per engine step:
+1. stale work goes first: frames older than max_frame_age leave the views and are freed; pending frames
+   that aged past the bound are dropped (counted), never prefilled; a decision begun in an older
+   generation is abandoned;
+2. the newest pending frame is prefilled into its own block, and in the same forward the action stream
+   starts a decision on it (the frame's KV is written before attention, so the decision already sees it);
+3. the action stream decodes its command under the grammar, the Thinker decodes its next thought token,
+   user text is prefilled, all in the same forward (prefill capped per step so reactions never wait long).
+Blocks leave the views in whole units (frames, thought paragraphs, action-log segments), so the pool and
+process memory stay flat however long the episode runs.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+import torch
+
+from envs.observation_text import encode_observation
+
+from agent_runtime.action_executor import Action
+from agent_runtime.action_grammar import ActionGrammar, Command, CommandDecoder, sequence_logprob
+from agent_runtime.config import BudgetConfig
+from agent_runtime.events import EventBus
+from agent_runtime.generation import SessionGeneration
+from agent_runtime.kv_block_store import Block
+from agent_runtime.model_runner import ModelRunner, StreamInput
+from agent_runtime.prompts import ACTION_PROMPT, FRAME_PREFIX, THOUGHT_PROMPT, USER_PREFIX, system_prompt
+from agent_runtime.sync_world import TimedFrame
+from agent_runtime.view import View
+from agent_runtime.view_sections import ViewSections
+
+
+@dataclass
+class AgentStats:
+    steps: int = 0
+    frames_prefilled: int = 0
+    frames_dropped: int = 0
+    frames_evicted: int = 0
+    thinker_tokens: int = 0
+    thinker_paragraphs: int = 0
+    decisions: int = 0
+    decisions_abandoned: int = 0
+    joint_decode_steps: int = 0  # steps in which Thinker and action stream decoded in the same forward
+    batch_log: deque = field(default_factory=lambda: deque(maxlen=256))
+
+
+@dataclass
+class StepOutcome:
+    actions: list[Action]
+    measured_s: float
+    decode_rows: int
+    prefill_tokens: int
+    batch: list[tuple[str, int]]
+
+
+@dataclass
+class _FrameEntry:
+    block: Block
+    timed: TimedFrame
+
+
+class _ActionState:
+    def __init__(self, view: View):
+        self.view = view
+        self.decoder: CommandDecoder | None = None
+        self.unfed: list[int] = []
+        self.frame: TimedFrame | None = None
+        self.generation = 0
+        self.decisions_in_block = 0
+        self.last_frame_tic = -1
+
+
+class _ThinkerState:
+    def __init__(self, view: View, prompt: list[int]):
+        self.view = view
+        self.pending = list(prompt)
+        self.paragraph_tokens = 0
+
+
+class MultiStreamAgent:
+    def __init__(self, runner: ModelRunner, tokenizer, grammar: ActionGrammar, budgets: BudgetConfig,
+                 generation: SessionGeneration, *, scenario: str, bus: EventBus | None = None, seed: int = 0,
+                 think: bool = True, temperature: float = 0.8, prefill_tokens_per_step: int = 96,
+                 decisions_per_block: int = 8, action_history_blocks: int = 1, user_blocks: int = 2,
+                 decision_mode: str = "score"):
+        """decision_mode: "score" decides a command in ONE forward by scoring every command's tokens as
+        parallel branches over the same view (exact: the prompt's KV is written before the branches attend);
+        "decode" walks the grammar token by token and also lets the model choose a tic count."""
+        if decision_mode not in ("score", "decode"):
+            raise ValueError(f"decision_mode must be 'score' or 'decode', not {decision_mode!r}")
+        self.decision_mode = decision_mode
+        self.runner = runner
+        self.store = runner.store
+        self.tok = tokenizer
+        self.grammar = grammar
+        self.budgets = budgets
+        self.generation = generation
+        self.bus = bus
+        self.think = think
+        self.temperature = temperature
+        self.prefill_tokens_per_step = prefill_tokens_per_step
+        self.decisions_per_block = decisions_per_block
+        self.caps = {"actions": action_history_blocks, "user": user_blocks,
+                     "thoughts": budgets.thinker_paragraphs_in_view, "frames": budgets.frames_in_view}
+        self.rng = torch.Generator().manual_seed(seed)
+        self.stats = AgentStats()
+        self.now_ms = 0.0
+        self._enc = {}
+        self.thought_prompt = self._encode(THOUGHT_PROMPT)
+        self.action_prompt = self._encode(ACTION_PROMPT)
+        self.end_tokens = {t for t in (tokenizer.eos_token_id,) if t is not None}
+        self.candidates = grammar.candidates(tokenizer)
+
+        self.sections: dict[str, list[Block]] = {k: [] for k in ("system", "user", "thoughts", "actions", "frames")}
+        self.frames: deque[_FrameEntry] = deque()
+        self.pending_frames: deque[TimedFrame] = deque()
+        self.pending_user: deque[list[int]] = deque()
+
+        system = self.store.create("system")
+        prefill_view = View(self.store, own=system)
+        self.runner.prefill(prefill_view, self._encode(system_prompt(scenario, grammar.buttons)))
+        prefill_view.close()
+        self.sections["system"] = [system]
+
+        action_view = View(self.store, name="action")
+        action_view.start_own("actions")
+        self.action = _ActionState(action_view)
+        self.action_sections = ViewSections(self.action.view, [("system", None), ("user", None), ("thoughts", 1),
+                                                               ("actions", None), ("frames", None)])
+        thinker_view = View(self.store, name="thinker")
+        thinker_view.start_own("thought")
+        self.thinker = _ThinkerState(thinker_view, self.thought_prompt)
+        self.thinker_sections = ViewSections(self.thinker.view, [("system", None), ("user", None), ("thoughts", None),
+                                                                 ("actions", None), ("frames", None)])
+        self._sync_views()
+
+    # -- inputs from the world and the user ------------------------------------------------------
+    def push_frame(self, timed: TimedFrame) -> None:
+        self.pending_frames.append(timed)
+        self._emit("frame_read", "frames", tic=timed.frame.tic, sim_ms=timed.read_ms, read_ms=timed.read_ms)
+
+    def push_user_text(self, text: str, now_ms: float, command: Command | None = None) -> Action | None:
+        """A user command: bump the generation first, queue its text for the views; a button command acts directly."""
+        gen = self.generation.bump("user_command")
+        self._emit("generation_bump", "user", generation=gen, sim_ms=now_ms, reason="user_command", text=text)
+        self.pending_user.append(self._encode(USER_PREFIX + text))
+        if command is None:
+            return None
+        newest = self.newest_frame()
+        if newest is None:
+            return None
+        return Action(command, gen, newest.frame.tic, max(newest.read_ms, now_ms), now_ms, source="user")
+
+    def newest_frame(self) -> TimedFrame | None:
+        if self.pending_frames:
+            return self.pending_frames[-1]
+        return self.frames[-1].timed if self.frames else None
+
+    # -- one engine step ---------------------------------------------------------------------------
+    def step(self, now_ms: float) -> StepOutcome:
+        self.now_ms = now_ms
+        gen = self.generation.current
+        self._expire(now_ms, gen)
+        inputs: list[StreamInput] = []
+        roles: list[str] = []
+        scratch_views: list[View] = []
+        budget = self.prefill_tokens_per_step
+
+        new_frame = None
+        if self.pending_frames:
+            timed = self.pending_frames.pop()  # the newest; older pending frames age out and are dropped
+            tokens = self._encode(f"{FRAME_PREFIX}[{timed.frame.tic}] {encode_observation(timed.frame)}")
+            block = self.store.create(f"frame{timed.frame.tic}")
+            view = View(self.store, own=block, name="frame")
+            scratch_views.append(view)
+            inputs.append(StreamInput(view, tokens, logits="none"))
+            roles.append("frame")
+            budget -= len(tokens)
+            self.frames.append(_FrameEntry(block, timed))
+            self.stats.frames_prefilled += 1
+            self._emit("frame_prefilled", "frames", tic=timed.frame.tic, sim_ms=now_ms,
+                       age_ms=now_ms - timed.read_ms, tokens=len(tokens))
+            new_frame = timed
+            self._cap_frames()
+
+        while self.pending_user and budget > 0:
+            tokens = self.pending_user.popleft()
+            block = self.store.create("user")
+            view = View(self.store, own=block, name="user")
+            scratch_views.append(view)
+            inputs.append(StreamInput(view, tokens, logits="none"))
+            roles.append("user")
+            budget -= len(tokens)
+            self.sections["user"].append(block)
+            self._cap("user")
+        self._sync_views()
+
+        for role, inp in self._action_inputs(gen):
+            inputs.append(inp)
+            roles.append(role)
+            if role.startswith("branch"):
+                scratch_views.append(inp.view)
+        if self.think:
+            inputs.append(StreamInput(self.thinker.view, self.thinker.pending, logits="last"))
+            roles.append("thinker")
+        if not inputs:
+            return StepOutcome([], 0.0, 0, 0, [])
+
+        t0 = time.perf_counter()
+        result = self.runner.forward(inputs)
+        measured = time.perf_counter() - t0
+
+        actions: list[Action] = []
+        branch_logits = {role: logits for role, logits in zip(roles, result.logits) if role.startswith("branch")}
+        for role, inp, logits in zip(roles, inputs, result.logits):
+            if role == "action":
+                act = self._action_consume(logits, branch_logits)
+                if act is not None:
+                    actions.append(act)
+            elif role == "thinker":
+                self._thinker_consume(logits)
+        for v in scratch_views:
+            if v.own is not None or v.blocks:
+                v.close()
+
+        decode_rows = sum(1 for r, i in zip(roles, inputs) if r in ("action", "thinker") and len(i.tokens) == 1)
+        self.stats.batch_roles = roles
+        prefill_tokens = sum(len(i.tokens) for i in inputs) - decode_rows
+        batch = [(r, len(i.tokens)) for r, i in zip(roles, inputs)]
+        self.stats.steps += 1
+        if "action" in roles and "thinker" in roles:
+            self.stats.joint_decode_steps += 1
+        self.stats.batch_log.append(batch)
+        self._emit("engine_step", "engine", generation=gen, sim_ms=now_ms, batch=batch,
+                   compute_ms=measured * 1000.0, pool_used_pages=self.store.used_pages)
+        return StepOutcome(actions, measured, decode_rows, prefill_tokens, batch)
+
+    # -- action stream -----------------------------------------------------------------------------
+    def _action_inputs(self, gen: int) -> list[tuple[str, StreamInput]]:
+        a = self.action
+        if a.decoder is not None:  # decode mode, mid-command: feed the chosen tokens, get the next branch
+            tokens, a.unfed = a.unfed, []
+            return [("action", StreamInput(a.view, tokens, logits="last"))]
+        newest = self.frames[-1].timed if self.frames else None
+        if newest is None or newest.frame.tic <= a.last_frame_tic:
+            if a.unfed:  # the tail of the last command, so other streams see it whole
+                tokens, a.unfed = a.unfed, []
+                return [("action", StreamInput(a.view, tokens, logits="none"))]
+            return []
+        if a.decisions_in_block >= self.decisions_per_block:
+            self._rollover_action_block()
+        a.frame, a.generation, a.last_frame_tic = newest, gen, newest.frame.tic
+        if self.decision_mode == "decode":
+            a.decoder = self.grammar.start()
+            tokens = a.unfed + self.action_prompt + a.decoder.forced_prefix()
+            a.unfed = []
+            return [("action", StreamInput(a.view, tokens, logits="last"))]
+        tokens, a.unfed = a.unfed + self.action_prompt, []
+        out = [("action", StreamInput(a.view, tokens, logits="last"))]
+        for i, (_, cand) in enumerate(self.candidates):
+            if len(cand) > 1:  # a branch after the prompt: rows give p(token k+1 | prompt, tokens ..k)
+                branch = View(self.store, a.view.ordered(), name=f"branch{i}")
+                branch.start_own("branch")
+                out.append((f"branch{i}", StreamInput(branch, cand[:-1], logits="all")))
+        return out
+
+    def _action_consume(self, logits, branch_logits: dict) -> Action | None:
+        a = self.action
+        if logits is None:
+            return None
+        if self.decision_mode == "score":
+            scores = [sequence_logprob(logits, branch_logits.get(f"branch{i}"), cand)
+                      for i, (_, cand) in enumerate(self.candidates)]
+            best = max(range(len(scores)), key=scores.__getitem__)
+            command, a.unfed = self.candidates[best][0], list(self.candidates[best][1])
+        else:
+            if a.decoder is None:
+                return None
+            a.unfed = a.decoder.choose(logits)
+            command = a.decoder.done
+            if command is None:
+                return None
+            a.decoder = None
+        a.decisions_in_block += 1
+        self.stats.decisions += 1
+        action = Action(command, a.generation, a.frame.frame.tic, a.frame.read_ms, self.now_ms)
+        self._emit("action_emitted", "action", generation=a.generation, tic=a.frame.frame.tic, sim_ms=self.now_ms,
+                   command=command.text, frame_tic=a.frame.frame.tic)
+        return action
+
+    def _rollover_action_block(self) -> None:
+        a = self.action
+        self.sections["actions"].append(a.view.detach_own())
+        a.view.start_own("actions")
+        self._cap("actions")
+        a.decisions_in_block = 0
+        self._sync_views()
+
+    # -- thinker -------------------------------------------------------------------------------------
+    def _thinker_consume(self, logits) -> None:
+        t = self.thinker
+        self.stats.thinker_tokens += 1
+        probs = torch.softmax(logits / max(self.temperature, 1e-4), dim=-1)
+        token = int(torch.multinomial(probs, 1, generator=self.rng))
+        t.paragraph_tokens += 1
+        text = self.tok.decode([token])
+        ended = token in self.end_tokens or "\n" in text
+        if ended or t.paragraph_tokens >= self.budgets.thinker_tokens_per_paragraph:
+            block = t.view.detach_own()
+            block.sealed = True
+            self.sections["thoughts"].append(block)
+            t.view.start_own("thought")
+            self._cap("thoughts")
+            self.stats.thinker_paragraphs += 1
+            self._emit("thinker_paragraph", "thinker", sim_ms=self.now_ms, text=self.tok.decode(block.token_ids))
+            t.pending = list(self.thought_prompt)
+            t.paragraph_tokens = 0
+            self._sync_views()
+        else:
+            t.pending = [token]
+            self._emit("token", "thinker", sim_ms=self.now_ms, token=token, text=text)
+
+    # -- bounds --------------------------------------------------------------------------------------
+    def _expire(self, now_ms: float, gen: int) -> None:
+        bound = self.budgets.max_frame_age_ms
+        kept = deque()
+        for timed in self.pending_frames:
+            if now_ms - timed.read_ms > bound:
+                self.stats.frames_dropped += 1
+                self._emit("frame_dropped", "frames", tic=timed.frame.tic, sim_ms=now_ms,
+                           age_ms=now_ms - timed.read_ms, reason="stale")
+            else:
+                kept.append(timed)
+        # only the newest pending frame is worth prefilling; older ones are superseded
+        while len(kept) > 1:
+            timed = kept.popleft()
+            self.stats.frames_dropped += 1
+            self._emit("frame_dropped", "frames", tic=timed.frame.tic, sim_ms=now_ms,
+                       age_ms=now_ms - timed.read_ms, reason="superseded")
+        self.pending_frames = kept
+        changed = False
+        while self.frames and now_ms - self.frames[0].timed.read_ms > bound:
+            self._evict_oldest_frame()
+            changed = True
+        if changed:
+            self._sync_views()
+        a = self.action
+        if a.decoder is not None and a.generation != gen:
+            a.decoder = None
+            a.unfed = []
+            self.stats.decisions_abandoned += 1
+
+    def _cap_frames(self) -> None:
+        while len(self.frames) > self.caps["frames"]:
+            self._evict_oldest_frame()
+
+    def _evict_oldest_frame(self) -> None:
+        entry = self.frames.popleft()
+        self.store.release(entry.block)
+        self.stats.frames_evicted += 1
+
+    def _cap(self, section: str) -> None:
+        blocks = self.sections[section]
+        while len(blocks) > self.caps[section]:
+            self.store.release(blocks.pop(0))
+
+    def _sync_views(self) -> None:
+        self.sections["frames"] = [e.block for e in self.frames]
+        # retain/release happen inside sync; a section's own holds are the agent's
+        self.action_sections.sync(self.sections)
+        self.thinker_sections.sync(self.sections)
+
+    # -- helpers ------------------------------------------------------------------------------------
+    def _encode(self, text: str) -> list[int]:
+        return self.tok.encode(text, add_special_tokens=False)
+
+    def _emit(self, kind: str, stream: str, *, generation: int | None = None, tic: int | None = None,
+              sim_ms: float | None = None, **payload) -> None:
+        if self.bus is not None:
+            self.bus.emit(kind, stream, generation=self.generation.current if generation is None else generation,
+                          tic=tic, sim_ms=sim_ms, **payload)
+
+    def close(self) -> None:
+        self.action.view.close()
+        self.thinker.view.close()
+        for entry in self.frames:
+            self.store.release(entry.block)
+        self.frames.clear()
+        for name in ("system", "user", "thoughts", "actions"):
+            for b in self.sections[name]:
+                self.store.release(b)
+            self.sections[name] = []
+        self.sections["frames"] = []

@@ -1,0 +1,19 @@
+"""The texts the streams are primed with. Short: every token is prefill time."""
+
+from __future__ import annotations
+
+
+def system_prompt(scenario: str, buttons: tuple[str, ...]) -> str:
+    return (
+        f"You are playing Doom ({scenario}). Frame lines give [tic] health, ammo, kills and the enemies you see "
+        "with side, bearing in degrees (positive = left) and distance. "
+        "Thought lines plan briefly. Act lines give one command: "
+        + ", ".join(buttons)
+        + " or NOOP, optionally followed by how many tics to hold it.\n"
+    )
+
+
+FRAME_PREFIX = "\nFrame "
+THOUGHT_PROMPT = "\nThought:"
+ACTION_PROMPT = "\nAct:"
+USER_PREFIX = "\nUser: "

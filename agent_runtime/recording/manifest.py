@@ -1,0 +1,129 @@
+"""manifest.json: what a recording needs to be understood and re-run later (config, model, seeds, versions).
+
+Written when the recording is created and rewritten on close with the finished .lmp's hash, so a .lmp
+swapped in from another episode or scenario is caught before it replays the wrong frames.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import time
+from dataclasses import asdict, dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from agent_runtime.errors import UserError
+
+FORMAT_VERSION = 1
+SUPPORTED_VERSIONS = (1,)
+MANIFEST_FILE = "manifest.json"
+PACKAGES = ("vizdoom", "torch", "transformers", "numpy")
+
+
+def package_versions() -> dict[str, str | None]:
+    """Installed versions, read from package metadata so nothing heavy (torch) gets imported."""
+    versions: dict[str, str | None] = {}
+    for name in PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    versions["python"] = platform.python_version()
+    return versions
+
+
+def hash_file(path: str | Path, *, digest_size: int = 16) -> str:
+    """blake2b of a file's bytes (for weight files and the .lmp)."""
+    h = hashlib.blake2b(digest_size=digest_size)
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+@dataclass
+class Manifest:
+    scenario: str
+    clock: str
+    config: dict[str, Any] = field(default_factory=dict)
+    model_id: str | None = None
+    model_weight_hash: str | None = None
+    seeds: dict[str, Any] = field(default_factory=dict)
+    threads: int | None = None
+    packages: dict[str, str | None] = field(default_factory=package_versions)
+    created: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+    format_version: int = FORMAT_VERSION
+    lmp: dict[str, Any] | None = None  # {"file", "scenario", "blake2b"}: set on close once the .lmp is finished
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def build(cls, config: Any, *, model_id: str | None = None, model_weight_hash: str | None = None,
+              seeds: dict[str, Any] | None = None, threads: int | None = None, **extra: Any) -> Manifest:
+        """From a RunConfig (or its model_dump()) plus what only the running engine knows."""
+        data = config.model_dump() if hasattr(config, "model_dump") else dict(config)
+        if threads is None:
+            threads = (data.get("model") or {}).get("threads")
+        return cls(
+            scenario=str(data.get("scenario", "")), clock=str(data.get("clock", "sync")), config=data,
+            model_id=model_id, model_weight_hash=model_weight_hash,
+            seeds=dict(seeds) if seeds is not None else {"run": data.get("seed")}, threads=threads, extra=extra,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def write(self, path: str | Path) -> None:
+        """Atomic: a crash leaves the old manifest or the new one, never half of one."""
+        path = Path(path)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(self.to_dict(), indent=2, sort_keys=True, default=str) + "\n")
+        os.replace(tmp, path)
+
+    @classmethod
+    def read(cls, path: str | Path) -> Manifest:
+        path = Path(path)
+        try:
+            data = json.loads(path.read_bytes())
+        except FileNotFoundError:
+            raise UserError(f"{path}: not found (a recording directory needs a {MANIFEST_FILE})") from None
+        except OSError as e:
+            raise UserError(f"{path}: cannot read: {e.strerror or e}") from None
+        except (ValueError, RecursionError) as e:
+            raise UserError(f"{path}: not valid JSON ({str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
+        return cls.from_dict(data, source=str(path))
+
+    @classmethod
+    def from_dict(cls, data: Any, *, source: str = MANIFEST_FILE) -> Manifest:
+        if not isinstance(data, dict):
+            raise UserError(f"{source}: expected a JSON object at the top level")
+        version = data.get("format_version")
+        if version not in SUPPORTED_VERSIONS or isinstance(version, bool):
+            raise UserError(
+                f"{source}: unknown format_version {version!r} (this runtime reads "
+                f"{', '.join(map(str, SUPPORTED_VERSIONS))}); use the runtime version that wrote it"
+            )
+        expected = {"scenario": str, "clock": str, "config": dict, "seeds": dict, "packages": dict, "created": str}
+        for key, kind in expected.items():
+            if not isinstance(data.get(key), kind):
+                raise UserError(f"{source}: '{key}' is missing or not a {kind.__name__}")
+        for key in ("model_id", "model_weight_hash"):
+            if data.get(key) is not None and not isinstance(data[key], str):
+                raise UserError(f"{source}: '{key}' must be a string or null")
+        threads = data.get("threads")
+        if threads is not None and (not isinstance(threads, int) or isinstance(threads, bool)):
+            raise UserError(f"{source}: 'threads' must be an integer or null")
+        lmp = data.get("lmp")
+        if lmp is not None and not isinstance(lmp, dict):
+            raise UserError(f"{source}: 'lmp' must be an object or null")
+        extra = data.get("extra") or {}
+        if not isinstance(extra, dict):
+            raise UserError(f"{source}: 'extra' must be an object")
+        return cls(
+            scenario=data["scenario"], clock=data["clock"], config=data["config"], model_id=data.get("model_id"),
+            model_weight_hash=data.get("model_weight_hash"), seeds=data["seeds"], threads=threads,
+            packages=data["packages"], created=data["created"], format_version=version, lmp=lmp, extra=extra,
+        )

@@ -1,0 +1,167 @@
+"""A recording directory: manifest.json, events.jsonl, episode.lmp and (with voice) mic_in.wav / speech_out.wav.
+
+Recording.create() gives the writer the engine feeds while it plays; Recording.open() gives the reader
+that replay checks, timelines and videos use.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from agent_runtime.errors import UserError
+from agent_runtime.events import Event
+from agent_runtime.recording.event_log import EVENTS_FILE, EventLogWriter, read_event_log
+from agent_runtime.recording.manifest import MANIFEST_FILE, Manifest, hash_file
+from agent_runtime.recording.wav_writer import WavWriter
+
+LMP_FILE = "episode.lmp"
+MIC_WAV = "mic_in.wav"
+SPEECH_WAV = "speech_out.wav"
+WAV_FILES = {"mic_in": MIC_WAV, "speech_out": SPEECH_WAV}
+
+
+def screen_hash(screen: np.ndarray) -> str:
+    """16 hex chars identifying a screen buffer (shape and dtype included), for frame_read payloads."""
+    a = np.ascontiguousarray(screen)
+    h = hashlib.blake2b(digest_size=8)
+    h.update(f"{a.shape}{a.dtype.str}".encode())
+    h.update(a.tobytes())
+    return h.hexdigest()
+
+
+def default_recording_dir(recordings_dir: str | Path = "recordings", scenario: str = "session") -> Path:
+    """recordings/<scenario>-<YYYYmmdd-HHMMSS>[-n]: a fresh, not yet existing directory."""
+    base = Path(recordings_dir).expanduser() / f"{Path(scenario).stem}-{time.strftime('%Y%m%d-%H%M%S')}"
+    path, n = base, 1
+    while path.exists():
+        path, n = base.with_name(f"{base.name}-{n}"), n + 1
+    return path
+
+
+class RecordingWriter:
+    """The open recording. It is an EventSink too: bus.sinks.append(writer).
+
+    Order at the end: close the DoomEnv first (that finishes the .lmp), then this writer, which stores
+    the .lmp's hash and scenario in the manifest.
+    """
+
+    def __init__(self, directory: Path, manifest: Manifest, *, fsync_every: int | None = None):
+        self.dir = directory
+        self.manifest = manifest
+        self.events = EventLogWriter(directory / EVENTS_FILE, fsync_every=fsync_every)
+        self._wavs: dict[str, WavWriter] = {}
+        self.closed = False
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.dir / MANIFEST_FILE
+
+    @property
+    def events_path(self) -> Path:
+        return self.dir / EVENTS_FILE
+
+    @property
+    def lmp_path(self) -> Path:
+        """Pass this to DoomEnv.new_episode(record_path=...)."""
+        return self.dir / LMP_FILE
+
+    @property
+    def mic_wav_path(self) -> Path:
+        return self.dir / MIC_WAV
+
+    @property
+    def speech_wav_path(self) -> Path:
+        return self.dir / SPEECH_WAV
+
+    def write(self, event: Event) -> None:
+        self.events.write(event)
+
+    def wav(self, name: str, rate: int, channels: int = 1) -> WavWriter:
+        """The WAV writer for "mic_in" or "speech_out", opened on first use and closed with the recording."""
+        if name not in WAV_FILES:
+            raise ValueError(f"unknown audio track '{name}'; use one of: {', '.join(WAV_FILES)}")
+        if name not in self._wavs:
+            self._wavs[name] = WavWriter(self.dir / WAV_FILES[name], rate, channels)
+        return self._wavs[name]
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.events.close()
+        for wav in self._wavs.values():
+            wav.close()
+        if self.lmp_path.is_file():
+            self.manifest.lmp = {"file": LMP_FILE, "scenario": self.manifest.scenario,
+                                 "blake2b": hash_file(self.lmp_path)}
+        self.manifest.extra["audio"] = sorted(WAV_FILES[n] for n in self._wavs)
+        self.manifest.write(self.manifest_path)
+
+    def __enter__(self) -> RecordingWriter:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class Recording:
+    """A recording read back: manifest, events (with the reader's warnings) and paths."""
+
+    def __init__(self, directory: Path, manifest: Manifest):
+        self.dir = directory
+        self.manifest = manifest
+        self._events: list[Event] | None = None
+        self.warnings: list[str] = []
+
+    @staticmethod
+    def create(directory: str | Path, manifest: Manifest, *, fsync_every: int | None = None) -> RecordingWriter:
+        """Make DIR (parents too), write the manifest, open the event log. An existing recording is never overwritten."""
+        path = Path(directory).expanduser()
+        if (path / MANIFEST_FILE).exists():
+            raise UserError(f"{path} already holds a recording; choose a new directory")
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile(dir=path, prefix=".probe-"):
+                pass
+            manifest.write(path / MANIFEST_FILE)
+        except OSError as e:
+            raise UserError(f"cannot create recording directory {path}: {e.strerror or e}") from None
+        return RecordingWriter(path, manifest, fsync_every=fsync_every)
+
+    @staticmethod
+    def open(directory: str | Path) -> Recording:
+        path = Path(directory).expanduser()
+        if not path.is_dir():
+            raise UserError(f"recording directory not found: {path}")
+        return Recording(path, Manifest.read(path / MANIFEST_FILE))
+
+    @property
+    def events_path(self) -> Path:
+        return self.dir / EVENTS_FILE
+
+    @property
+    def lmp_path(self) -> Path:
+        return self.dir / LMP_FILE
+
+    @property
+    def events(self) -> list[Event]:
+        """All events in file order; read on first use (UserError on a corrupt line; a cut-off last line goes to .warnings)."""
+        if self._events is None:
+            self._events, self.warnings = read_event_log(self.events_path, warn=False)
+        return self._events
+
+    def of_kind(self, *kinds: str) -> list[Event]:
+        return [e for e in self.events if e.kind in kinds]
+
+    def summary(self) -> dict[str, Any]:
+        kinds: dict[str, int] = {}
+        for e in self.events:
+            kinds[e.kind] = kinds.get(e.kind, 0) + 1
+        return {"dir": str(self.dir), "scenario": self.manifest.scenario, "n_events": len(self.events),
+                "kinds": kinds, "has_lmp": self.lmp_path.is_file(), "warnings": list(self.warnings)}

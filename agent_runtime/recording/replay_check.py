@@ -1,0 +1,133 @@
+"""Re-render a recording's episode from its .lmp and compare screens with what the live run saw.
+
+The live run puts payload["screen_hash"] (screen_hash of the screen) and the tic into every frame_read
+event; ViZDoom replays a .lmp frame-exact, so any mismatch means the recording (or the engine's frame
+path) is not what it claims to be.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from agent_runtime.errors import UserError
+from agent_runtime.recording.manifest import MANIFEST_FILE, hash_file
+from agent_runtime.recording.recording import Recording, screen_hash
+
+
+def check_lmp_belongs(recording: Recording) -> None:
+    """UserError unless the .lmp exists and is the one this manifest's scenario recorded."""
+    lmp, manifest_path = recording.lmp_path, recording.dir / MANIFEST_FILE
+    if not lmp.is_file():
+        raise UserError(
+            f"{lmp}: not found; the .lmp is written when the episode ends or the DoomEnv closes "
+            f"(a run stopped mid-episode leaves no .lmp)"
+        )
+    recorded = recording.manifest.lmp or {}
+    lmp_scenario = recorded.get("scenario")
+    if lmp_scenario is not None and lmp_scenario != recording.manifest.scenario:
+        raise UserError(
+            f"{lmp} was recorded on scenario '{lmp_scenario}' but {manifest_path} says '{recording.manifest.scenario}'"
+        )
+    expected = recorded.get("blake2b")
+    if expected is not None and hash_file(lmp) != expected:
+        raise UserError(
+            f"{lmp} is not the .lmp this recording made (its hash differs from the one in {manifest_path}); "
+            f"a .lmp from another episode or scenario (this one is '{recording.manifest.scenario}') replays wrong frames"
+        )
+
+
+@contextmanager
+def replayed_frames(recording: Recording) -> Iterator[Iterator]:
+    """Frames of the recording's .lmp, replayed in a fresh sync DoomEnv of the manifest's scenario."""
+    check_lmp_belongs(recording)
+    from envs.doom_env import DoomEnv  # the engine loads only when a replay is asked for
+    from envs.scenarios import ScenarioError
+
+    scenario = recording.manifest.scenario
+    resolution = str(recording.manifest.config.get("resolution", "160x120"))
+    try:
+        env = DoomEnv(scenario, resolution=resolution, clock="sync")
+    except ScenarioError as e:
+        raise UserError(f"{recording.dir / MANIFEST_FILE}: {e}") from None
+    except Exception as e:  # the engine's own errors: a broken .cfg or WAD
+        raise UserError(f"ViZDoom could not start scenario '{scenario}' for {recording.lmp_path}: "
+                        f"{str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}") from None
+    try:
+        yield _guarded(env.replay(recording.lmp_path), recording)
+    finally:
+        env.close()
+
+
+def _guarded(frames: Iterator, recording: Recording) -> Iterator:
+    try:
+        yield from frames
+    except Exception as e:
+        raise UserError(f"ViZDoom could not replay {recording.lmp_path}: "
+                        f"{str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}") from None
+
+
+@dataclass
+class ReplayReport:
+    recording: str
+    scenario: str
+    n_frames_replayed: int = 0
+    n_checked: int = 0
+    n_mismatched: int = 0
+    n_missing: int = 0  # frame_read tics the replay never reached
+    first_mismatch: dict[str, Any] | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.n_mismatched == 0 and self.n_missing == 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "ok": self.ok}
+
+    def describe(self) -> str:
+        head = (f"{self.recording}: {self.n_checked} frames checked, {self.n_mismatched} mismatched, "
+                f"{self.n_missing} missing ({self.n_frames_replayed} replayed, scenario {self.scenario})")
+        lines = [head]
+        if self.first_mismatch:
+            m = self.first_mismatch
+            lines.append(f"first mismatch at tic {m['tic']} (event seq {m['seq']}): "
+                         f"recorded {m['recorded']}, replayed {m['replayed']}")
+        lines += [f"note: {n}" for n in self.notes]
+        lines.append("OK: the replay matches the recording" if self.ok else "MISMATCH: the replay differs from the recording")
+        return "\n".join(lines)
+
+
+def check_replay(recording: Recording) -> ReplayReport:
+    """Compare replayed screen hashes with the frame_read events' payload["screen_hash"], tic by tic."""
+    report = ReplayReport(recording=str(recording.dir), scenario=recording.manifest.scenario)
+    expected: dict[int, list[tuple[int, str]]] = {}
+    for event in recording.of_kind("frame_read"):
+        recorded = event.payload.get("screen_hash")
+        if event.tic is not None and isinstance(recorded, str):
+            expected.setdefault(event.tic, []).append((event.seq, recorded))
+    report.notes += recording.warnings
+    if not expected:
+        report.notes.append("no frame_read events with a tic and a screen_hash: nothing to compare")
+    last_tic = max(expected, default=-1)
+    seen: set[int] = set()
+    with replayed_frames(recording) as frames:
+        for frame in frames:
+            report.n_frames_replayed += 1
+            if frame.tic in expected and frame.tic not in seen:
+                seen.add(frame.tic)
+                replayed = screen_hash(frame.screen)
+                for seq, recorded in expected[frame.tic]:
+                    report.n_checked += 1
+                    if recorded != replayed:
+                        report.n_mismatched += 1
+                        if report.first_mismatch is None:
+                            report.first_mismatch = {"tic": frame.tic, "seq": seq, "recorded": recorded, "replayed": replayed}
+            if frame.tic >= last_tic:
+                break
+    report.n_missing = sum(len(v) for tic, v in expected.items() if tic not in seen)
+    if report.n_checked and report.n_mismatched == report.n_checked:
+        report.notes.append("every frame differs: the .lmp may come from another scenario, resolution or episode")
+    return report

@@ -1,0 +1,193 @@
+"""A swimlane PNG of a stretch of a recording: who did what when, readable at a glance like a protocol trace.
+
+One lane per actor (frames, prefill, Thinker, actions, ASR, TTS, playback); generation bumps cut across all
+lanes as labelled vertical lines, because every interruption starts a new generation and fences what the
+old one still had in flight. x = session seconds: sim_ms when the event has it, else t_mono carried on
+from the last event that had sim_ms (or from the first event).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from agent_runtime.errors import UserError
+from agent_runtime.events import Event
+
+LANES = ("frames", "prefill", "thinker", "actions", "asr", "tts", "playback")
+LANE_LABELS = {
+    "frames": "frames", "prefill": "prefill", "thinker": "Thinker", "actions": "actions",
+    "asr": "ASR", "tts": "TTS", "playback": "playback",
+}
+MAX_LABELS_PER_LANE = 30
+LABEL_CHARS = 22
+
+# kind -> (lane, marker, color, legend label); spans and texts are handled below.
+MARKERS = {
+    "frame_read": ("frames", "|", "tab:green", "frame read"),
+    "frame_prefilled": ("prefill", "s", "tab:blue", "frame prefilled"),
+    "frame_dropped": ("frames", "x", "tab:red", "frame dropped (stale)"),
+    "engine_step": ("prefill", ".", "0.6", "engine step"),
+    "token": ("thinker", ".", "0.35", "Thinker token"),
+    "thinker_paragraph": ("thinker", "D", "tab:purple", "Thinker paragraph"),
+    "action_emitted": ("actions", "o", "tab:gray", "action emitted"),
+    "action_executed": ("actions", "^", "tab:green", "action executed"),
+    "action_fenced": ("actions", "X", "tab:red", "action fenced"),
+    "user_input": ("asr", "*", "tab:orange", "user input"),
+    "asr_partial": ("asr", "o", "tab:cyan", "ASR partial"),
+    "asr_final": ("asr", "P", "tab:blue", "ASR endpoint (final)"),
+    "tts_chunk": ("tts", "s", "tab:olive", "TTS chunk"),
+    "playback_start": ("playback", ">", "tab:green", "playback start"),
+    "playback_stop": ("playback", "<", "tab:red", "playback stop"),
+    "barge_in": ("playback", "*", "tab:orange", "barge-in"),
+}
+TEXT_KINDS = {"thinker_paragraph", "action_executed", "action_fenced", "asr_partial", "asr_final", "user_input", "tts_chunk"}
+
+
+@dataclass(frozen=True)
+class TimedEvent:
+    t: float  # session seconds
+    event: Event
+
+
+def session_times(events: Sequence[Event]) -> list[TimedEvent]:
+    """Events in seq order with their session time in seconds (see the module docstring)."""
+    ordered = sorted(events, key=lambda e: e.seq)
+    if not ordered:
+        return []
+    first_mono = ordered[0].t_mono
+    anchor: tuple[float, float] | None = None  # (sim_ms, t_mono) of the last event with sim_ms
+    timed = []
+    for e in ordered:
+        if e.sim_ms is not None:
+            anchor = (float(e.sim_ms), e.t_mono)
+            t = float(e.sim_ms) / 1000.0
+        elif anchor is not None:
+            t = anchor[0] / 1000.0 + (e.t_mono - anchor[1])
+        else:
+            t = e.t_mono - first_mono
+        timed.append(TimedEvent(t, e))
+    return timed
+
+
+def event_text(event: Event) -> str:
+    """The short text a timeline or video shows for an event ('' when it has none)."""
+    p = event.payload
+    for key in ("text", "action", "command", "name"):
+        value = p.get(key)
+        if isinstance(value, str) and value:
+            return value
+        if isinstance(value, dict) and value:
+            return "+".join(str(k) for k, v in value.items() if v) or "noop"
+    return ""
+
+
+def _short(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= LABEL_CHARS else text[: LABEL_CHARS - 1] + "…"
+
+
+def _playback_spans(timed: list[TimedEvent], end: float) -> list[tuple[float, float]]:
+    spans, start = [], None
+    for te in timed:
+        if te.event.kind == "playback_start" and start is None:
+            start = te.t
+        elif te.event.kind in ("playback_stop", "barge_in") and start is not None:
+            spans.append((start, te.t))
+            start = None
+    if start is not None:
+        spans.append((start, end))
+    return spans
+
+
+def render_timeline(events: Iterable[Event], out_png: str | Path, *, from_s: float | None = None,
+                    to_s: float | None = None, title: str | None = None) -> dict:
+    """Draw the [from_s, to_s] stretch (defaults: the whole recording) to out_png; returns what was drawn."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+
+    timed = session_times(list(events))
+    all_t = [te.t for te in timed] or [0.0]
+    lo = min(all_t) if from_s is None else float(from_s)
+    hi = max(all_t) if to_s is None else float(to_s)
+    if hi < lo:
+        raise UserError(f"empty time range: --from {lo:g} is after --to {hi:g}")
+    if hi == lo:
+        hi = lo + 1.0
+    shown = [te for te in timed if lo <= te.t <= hi]
+    lane_y = {lane: len(LANES) - 1 - i for i, lane in enumerate(LANES)}
+
+    fig, ax = plt.subplots(figsize=(14, 6.5), dpi=110)
+    for lane, y in lane_y.items():
+        ax.axhline(y, color="0.92", lw=8, zorder=0)
+
+    # playback as bars (start..stop), clipped to the window
+    for start, stop in _playback_spans(timed, max(all_t)):
+        if stop >= lo and start <= hi:
+            ax.broken_barh([(max(start, lo), min(stop, hi) - max(start, lo))], (lane_y["playback"] - 0.18, 0.36),
+                           color="tab:green", alpha=0.35, zorder=1)
+
+    used: dict[str, tuple] = {}
+    labels_in_lane: dict[str, int] = {}
+    for te in shown:
+        style = MARKERS.get(te.event.kind)
+        if style is None:
+            continue
+        lane, marker, color, legend = style
+        if te.event.kind == "token" and "think" not in te.event.stream:
+            lane, color, legend = "actions", "tab:brown", "token (actor and other streams)"
+        y = lane_y[lane]
+        size = 4 if te.event.kind in ("token", "engine_step") else 8
+        ax.plot([te.t], [y], marker=marker, color=color, markersize=size, linestyle="none", zorder=3)
+        used.setdefault(legend, (marker, color))
+        text = event_text(te.event) if te.event.kind in TEXT_KINDS else ""
+        if te.event.kind == "asr_final":
+            text = "endpoint: " + text if text else "endpoint"
+        if text and labels_in_lane.get(lane, 0) < MAX_LABELS_PER_LANE:
+            labels_in_lane[lane] = labels_in_lane.get(lane, 0) + 1
+            offset = 0.22 if labels_in_lane[lane] % 2 else -0.32
+            ax.text(te.t, y + offset, _short(text), fontsize=6.5, color=color, ha="left", va="bottom", zorder=4)
+
+    # interruptions: every generation bump is a vertical line through all lanes, numbered at the top
+    top = len(LANES) - 0.4
+    generation_at_start = 0
+    for te in timed:
+        if te.t < lo:
+            generation_at_start = te.event.generation
+    ax.text(lo, top + 0.15, f"gen {generation_at_start}", fontsize=8, color="tab:red", ha="left", va="bottom")
+    n_bumps = 0
+    for te in shown:
+        if te.event.kind == "generation_bump":
+            n_bumps += 1
+            gen = te.event.payload.get("to", te.event.payload.get("generation", te.event.generation))
+            reason = te.event.payload.get("reason", "")
+            ax.axvline(te.t, color="tab:red", lw=1.2, ls="--", zorder=2)
+            ax.text(te.t, top + 0.15, f"gen {gen}" + (f" ({_short(str(reason))})" if reason else ""),
+                    fontsize=8, color="tab:red", ha="center", va="bottom", rotation=0)
+    if n_bumps:
+        used.setdefault("generation bump (interruption)", ("|", "tab:red"))
+
+    ax.set_yticks([lane_y[lane] for lane in LANES], [LANE_LABELS[lane] for lane in LANES])
+    ax.set_ylim(-0.7, len(LANES) + 0.3)
+    ax.set_xlim(lo - 0.01 * (hi - lo), hi + 0.01 * (hi - lo))
+    ax.set_xlabel("session time (s)")
+    ax.grid(axis="x", color="0.85", lw=0.5)
+    ax.set_title(title or "session timeline", fontsize=10, loc="left")
+    if not shown:
+        ax.text((lo + hi) / 2, len(LANES) / 2, "no events in this time range", ha="center", color="0.4")
+    handles = [Line2D([], [], marker=m, color=c, linestyle="none", label=name) for name, (m, c) in used.items()]
+    if handles:
+        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=7, frameon=False)
+    fig.tight_layout()
+    out = Path(out_png)
+    try:
+        fig.savefig(out)
+    except OSError as e:
+        raise UserError(f"cannot write {out}: {e.strerror or e}") from None
+    finally:
+        plt.close(fig)
+    return {"path": str(out), "from_s": lo, "to_s": hi, "n_events": len(shown), "n_generation_bumps": n_bumps}

@@ -1,0 +1,119 @@
+"""An mp4 of a recording: the .lmp replayed frame by frame, with what the agent did and said at that tic.
+
+The overlay comes from the event log: the action being executed, actions fenced in the last second,
+the latest Thinker paragraph, the latest commentary (TTS) and user command (ASR). Events without a tic
+(audio) take the tic of the event before them.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from agent_runtime.errors import UserError
+from agent_runtime.events import Event
+from agent_runtime.recording.recording import Recording
+from agent_runtime.recording.replay_check import replayed_frames
+from agent_runtime.recording.timeline import event_text
+
+TICS_PER_SECOND = 35
+FENCED_SHOWN_TICS = 35
+PANEL_LINES = 7
+COMMENTARY_KINDS = ("commentary", "tts_chunk")
+
+
+@dataclass
+class OverlayState:
+    """What the overlay shows at the current tic."""
+
+    generation: int = 0
+    action: str = ""
+    action_tic: int | None = None
+    fenced: list[tuple[int, str]] = field(default_factory=list)
+    thinker: str = ""
+    commentary: str = ""
+    user: str = ""
+
+    def apply(self, tic: int, event: Event) -> None:
+        self.generation = max(self.generation, event.generation)
+        text = event_text(event)
+        if event.kind == "action_executed":
+            self.action, self.action_tic = text or "?", tic
+        elif event.kind == "action_fenced":
+            self.fenced.append((tic, text or "?"))
+        elif event.kind == "thinker_paragraph" and text:
+            self.thinker = text
+        elif event.kind in COMMENTARY_KINDS and text:
+            self.commentary = text
+        elif event.kind in ("asr_final", "user_input") and text:
+            self.user = text
+
+    def lines(self, tic: int, width_chars: int) -> list[tuple[str, tuple[int, int, int]]]:
+        """(text, BGR color) rows of the panel under the game screen."""
+        white, green, red, violet, yellow = (235, 235, 235), (90, 220, 90), (80, 80, 255), (230, 140, 200), (80, 220, 240)
+        rows = [(f"tic {tic}  gen {self.generation}", white)]
+        if self.action:
+            rows.append((f"action: {self.action}" + (f" (tic {self.action_tic})" if self.action_tic is not None else ""), green))
+        recent = [t for (t0, t) in self.fenced if tic - t0 <= FENCED_SHOWN_TICS]
+        if recent:
+            rows.append(("fenced: " + ", ".join(recent[-4:]), red))
+        for label, text, color in (("think", self.thinker, violet), ("says", self.commentary, yellow),
+                                   ("user", self.user, white)):
+            if text:
+                wrapped = textwrap.wrap(f"{label}: {' '.join(text.split())}", width_chars) or [""]
+                rows += [(line, color) for line in wrapped[:2]]
+        return rows[:PANEL_LINES]
+
+
+def _events_by_tic(events: list[Event]) -> list[tuple[int, Event]]:
+    out, last = [], 0
+    for e in sorted(events, key=lambda e: e.seq):
+        if e.tic is not None:
+            last = e.tic
+        out.append((last, e))
+    out.sort(key=lambda pair: pair[0])  # stable: same-tic events keep seq order
+    return out
+
+
+def write_video(recording: Recording, out_path: str | Path, *, fps: float = TICS_PER_SECOND, scale: int = 4,
+                max_frames: int | None = None) -> dict:
+    """Replay the recording into out_path (mp4v); returns {"path", "frames", "fps", "size"}."""
+    import cv2
+
+    out = Path(out_path)
+    if scale < 1:
+        raise UserError("video scale must be >= 1")
+    pending = _events_by_tic(recording.events)
+    state, cursor, n_frames, writer, size = OverlayState(), 0, 0, None, None
+    font, font_scale, line_h = cv2.FONT_HERSHEY_SIMPLEX, 0.42, 16
+    try:
+        with replayed_frames(recording) as frames:
+            for frame in frames:
+                if max_frames is not None and n_frames >= max_frames:
+                    break
+                while cursor < len(pending) and pending[cursor][0] <= frame.tic:
+                    state.apply(*pending[cursor])
+                    cursor += 1
+                screen = cv2.cvtColor(np.ascontiguousarray(frame.screen), cv2.COLOR_RGB2BGR)
+                h, w = screen.shape[:2]
+                big = cv2.resize(screen, (w * scale, h * scale), interpolation=cv2.INTER_NEAREST)
+                panel = np.zeros((PANEL_LINES * line_h + 8, big.shape[1], 3), np.uint8)
+                for i, (text, color) in enumerate(state.lines(frame.tic, max(20, big.shape[1] // 8))):
+                    cv2.putText(panel, text, (6, 14 + i * line_h), font, font_scale, color, 1, cv2.LINE_AA)
+                image = np.vstack([big, panel])
+                if writer is None:
+                    size = (image.shape[1], image.shape[0])
+                    writer = cv2.VideoWriter(str(out), cv2.VideoWriter_fourcc(*"mp4v"), float(fps), size)
+                    if not writer.isOpened():
+                        raise UserError(f"cannot write video {out} (mp4v codec, check the directory exists and is writable)")
+                writer.write(image)
+                n_frames += 1
+    finally:
+        if writer is not None:
+            writer.release()
+    if n_frames == 0:
+        raise UserError(f"{recording.lmp_path}: the replay produced no frames; no video written")
+    return {"path": str(out), "frames": n_frames, "fps": fps, "size": list(size)}

@@ -1,0 +1,84 @@
+"""A PCM WAV file written block by block whose header is kept true after every block.
+
+Audio arrives in ~30 ms blocks for the whole session; if the process dies the file must still open in
+any reader with all the audio written so far, so the RIFF and data sizes are patched after each block
+(two small writes to the page cache) instead of only on close.
+"""
+
+from __future__ import annotations
+
+import struct
+import threading
+from pathlib import Path
+
+import numpy as np
+
+from agent_runtime.errors import UserError
+
+_HEADER_BYTES = 44
+
+
+class WavWriter:
+    """16-bit PCM, interleaved channels. write() takes int16, or float in [-1, 1] (clipped)."""
+
+    def __init__(self, path: str | Path, rate: int, channels: int = 1):
+        if rate < 1 or channels < 1:
+            raise ValueError("rate and channels must be >= 1")
+        self.path = Path(path)
+        self.rate = int(rate)
+        self.channels = int(channels)
+        self.n_frames = 0
+        self._lock = threading.Lock()
+        try:
+            self._file = open(self.path, "wb")
+        except OSError as e:
+            raise UserError(f"cannot write audio file {self.path}: {e.strerror or e}") from None
+        self._file.write(self._header(0))
+        self._file.flush()
+
+    def _header(self, data_bytes: int) -> bytes:
+        block_align = 2 * self.channels
+        return (
+            b"RIFF" + struct.pack("<I", 36 + data_bytes) + b"WAVE"
+            + b"fmt " + struct.pack("<IHHIIHH", 16, 1, self.channels, self.rate, self.rate * block_align, block_align, 16)
+            + b"data" + struct.pack("<I", data_bytes)
+        )
+
+    @property
+    def duration_s(self) -> float:
+        return self.n_frames / self.rate
+
+    def write(self, samples: np.ndarray) -> None:
+        x = np.asarray(samples)
+        if x.dtype.kind == "f":
+            x = np.round(np.clip(x, -1.0, 1.0) * 32767.0).astype("<i2")
+        else:
+            x = x.astype("<i2", copy=False)
+        if x.ndim == 1 and self.channels > 1:
+            raise ValueError(f"expected shape (frames, {self.channels}) for {self.channels} channels")
+        if x.ndim == 2 and x.shape[1] != self.channels:
+            raise ValueError(f"expected {self.channels} channels, got {x.shape[1]}")
+        data = np.ascontiguousarray(x).tobytes()
+        with self._lock:
+            if self._file.closed:
+                return
+            self._file.write(data)
+            self.n_frames += len(x)
+            data_bytes = self.n_frames * 2 * self.channels
+            self._file.seek(4)
+            self._file.write(struct.pack("<I", 36 + data_bytes))
+            self._file.seek(40)
+            self._file.write(struct.pack("<I", data_bytes))
+            self._file.seek(0, 2)
+            self._file.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            if not self._file.closed:
+                self._file.close()
+
+    def __enter__(self) -> WavWriter:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -1,0 +1,75 @@
+"""A synchronous ViZDoom world driven by session time: it moves while the model computes.
+
+The executor sets the held action; advancing by some milliseconds of compute plays the due tics with the
+held buttons (then none), and reads the frames of the last tics as a camera would, each stamped with the
+session time at which it was read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from envs.doom_env import DoomEnv
+from envs.frame import Frame
+
+from agent_runtime.clocks import MS_PER_TIC, SessionClock
+
+
+@dataclass
+class TimedFrame:
+    """A frame and the session time (ms) at which the runtime read it."""
+
+    frame: Frame
+    read_ms: float
+
+
+class SyncWorld:
+    def __init__(self, env: DoomEnv, clock: SessionClock, *, frame_window_ms: float = 250.0):
+        self.env = env
+        self.clock = clock
+        self.frame_window_tics = max(1, int(frame_window_ms / MS_PER_TIC) + 1)
+        self._held: dict = {}
+        self._held_tics = 0
+        self.reward = 0.0
+
+    @property
+    def tic(self) -> int:
+        return self.env.tic
+
+    @property
+    def finished(self) -> bool:
+        return self.env.episode_finished
+
+    def hold(self, buttons: dict, tics: int) -> None:
+        self._held, self._held_tics = dict(buttons), tics
+
+    def _play(self, tics: int) -> None:
+        while tics > 0 and not self.env.episode_finished:
+            if self._held_tics > 0 and self._held:
+                n = min(tics, self._held_tics)
+                self.reward += self.env.act(self._held, n)
+                self._held_tics -= n
+            else:
+                n = tics
+                self.reward += self.env.advance(n)
+            tics -= n
+
+    def advance_ms(self, ms: float) -> list[TimedFrame]:
+        """Let ms of session time pass; return the frames of the last tics (oldest first)."""
+        due = self.clock.charge(ms)
+        if due <= 0:
+            return []
+        start_ms = self.clock.now_ms - ms
+        skip = max(0, due - self.frame_window_tics)
+        self._play(skip)
+        frames = []
+        for i in range(skip, due):
+            self._play(1)
+            if self.env.episode_finished:
+                break
+            frame = self.env.read_frame()
+            if frame is not None:
+                # the camera delivers the tic's frame at the tic's time within the charged interval
+                read_ms = start_ms + (i + 1) * (ms / due)
+                frames.append(TimedFrame(frame, read_ms))
+        return frames
