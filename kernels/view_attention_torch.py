@@ -26,23 +26,38 @@ import torch.nn.functional as F
 from .rope import cos_sin
 from .view_layout import ViewLayout
 
+# "direct" is chosen when T * Cmax * N_range <= DIRECT_COST_RATIO * V * S_max (measured on CPU,
+# Hq/Hkv = 3, D = 64: one direct (row, chunk, slot) score costs about 1/16 of one gathered,
+# rotated and attended key).
+DIRECT_COST_RATIO = 16.0
+
 
 @dataclass
 class PreparedViewAttention:
     """Layout-only tensors shared by every layer of one engine step."""
 
-    num_views: int
-    rows_max: int  # R_max: most query rows of one view
-    keys_max: int  # S_max: most keys of one view
-    key_slot: torch.Tensor  # [V, S_max] cache slot of each view key (0 where padding)
-    key_cos: torch.Tensor  # [V, 1, S_max, D/2] rotation by chunk offset
-    key_sin: torch.Tensor
-    q_cos: torch.Tensor  # [T, 1, 1, D/2] rotation by q offset
-    q_sin: torch.Tensor
-    row_slot: torch.Tensor  # [T] index of row t in the padded [V * R_max] row grid
-    mask: torch.Tensor  # [V, R_max, S_max] allowed keys; empty rows set all-True
-    row_has_key: torch.Tensor  # [T, 1, 1] 1.0 where the row sees a key, 0.0 where it sees none
+    strategy: str  # "gather" or "direct"
     window: int | None
+    row_has_key: torch.Tensor  # [T, 1, 1] 1.0 where the row sees a key, 0.0 where it sees none
+    # gather strategy
+    num_views: int = 0
+    rows_max: int = 0  # R_max: most query rows of one view
+    keys_max: int = 0  # S_max: most keys of one view
+    key_slot: torch.Tensor | None = None  # [V, S_max] cache slot of each view key (0 where padding)
+    key_cos: torch.Tensor | None = None  # [V, 1, S_max, D/2] rotation by chunk offset
+    key_sin: torch.Tensor | None = None
+    q_cos: torch.Tensor | None = None  # [T, 1, 1, D/2] rotation by q offset
+    q_sin: torch.Tensor | None = None
+    row_slot: torch.Tensor | None = None  # [T] index of row t in the padded [V * R_max] row grid
+    mask: torch.Tensor | None = None  # [V, R_max, S_max] allowed keys; empty rows all-True
+    # direct strategy
+    slot_lo: int = 0  # attended cache range is slot_lo:slot_hi
+    slot_hi: int = 0
+    chunks_max: int = 0  # Cmax: most chunks of one view
+    row_chunk: torch.Tensor | None = None  # [T, N] chunk (within the row's view) holding each slot
+    row_mask: torch.Tensor | None = None  # [T, N] allowed slots; empty rows all-True
+    qc_cos: torch.Tensor | None = None  # [T, 1, 1, Cmax, D/2] rotation by q_offset - chunk_offset
+    qc_sin: torch.Tensor | None = None
     _mask_by_group: dict = field(default_factory=dict, repr=False)
     _index_by_heads: dict = field(default_factory=dict, repr=False)
 
@@ -81,21 +96,25 @@ def _rank_within_group(group: torch.Tensor) -> torch.Tensor:
     return rank
 
 
-def prepare_view_attention(
-    layout: ViewLayout, inv_freq: torch.Tensor, *, window: int | None = None, dtype: torch.dtype = torch.float32
-) -> PreparedViewAttention:
-    """Build the per-step tables (indices, mask, cos/sin); cos/sin are cast to ``dtype``."""
-    if window is not None and window <= 0:
-        raise ValueError(f"window must be positive or None, got {window}")
-    dev = layout.device
-    inv_freq = inv_freq.to(dev)
-    num_views = layout.num_views
-    num_chunks = layout.num_chunks
+@dataclass
+class _FlatKeys:
+    """Every key of every view, flattened in view order."""
 
-    # Flat per-key arrays, chunks in view order.
-    chunk_view = torch.repeat_interleave(
-        torch.arange(num_views, device=dev), layout.view_chunk_ptr[1:] - layout.view_chunk_ptr[:-1]
-    )
+    view: torch.Tensor  # [K] view of the key
+    chunk_in_view: torch.Tensor  # [K] chunk index within its view
+    within_view: torch.Tensor  # [K] index of the key among its view's keys
+    slot: torch.Tensor  # [K]
+    pos: torch.Tensor  # [K] view position
+    offset: torch.Tensor  # [K] chunk offset
+    view_len: torch.Tensor  # [V] keys per view
+    view_chunks: torch.Tensor  # [V] chunks per view
+
+
+def _flatten_keys(layout: ViewLayout) -> _FlatKeys:
+    dev = layout.device
+    num_views, num_chunks = layout.num_views, layout.num_chunks
+    view_chunks = layout.view_chunk_ptr[1:] - layout.view_chunk_ptr[:-1]
+    chunk_view = torch.repeat_interleave(torch.arange(num_views, device=dev), view_chunks)
     lens = layout.chunk_len
     total = int(lens.sum()) if num_chunks else 0
     key_chunk = torch.repeat_interleave(torch.arange(num_chunks, device=dev), lens)
@@ -104,17 +123,77 @@ def prepare_view_attention(
     view_len = torch.zeros(num_views, dtype=torch.int64, device=dev).index_add_(0, chunk_view, lens)
     view_start = torch.cumsum(view_len, 0) - view_len
     key_view = chunk_view[key_chunk]
-    within_view = torch.arange(total, device=dev) - view_start[key_view]
-    keys_max = max(int(view_len.max()) if num_views else 0, 1)
+    return _FlatKeys(
+        view=key_view,
+        chunk_in_view=key_chunk - layout.view_chunk_ptr[:-1][key_view],
+        within_view=torch.arange(total, device=dev) - view_start[key_view],
+        slot=layout.chunk_slot[key_chunk] + within_chunk,
+        pos=layout.chunk_pos[key_chunk] + within_chunk,
+        offset=layout.chunk_offset[key_chunk],
+        view_len=view_len,
+        view_chunks=view_chunks,
+    )
 
-    flat = key_view * keys_max + within_view
+
+def _allowed(key_pos: torch.Tensor, row_pos: torch.Tensor, window: int | None) -> torch.Tensor:
+    allowed = key_pos <= row_pos
+    if window is not None:
+        allowed &= row_pos - key_pos < window
+    return allowed
+
+
+def prepare_view_attention(
+    layout: ViewLayout,
+    inv_freq: torch.Tensor,
+    *,
+    window: int | None = None,
+    dtype: torch.dtype = torch.float32,
+    strategy: str = "auto",
+) -> PreparedViewAttention:
+    """Build the per-step tables (indices, mask, cos/sin, cast to ``dtype``) for one layout.
+
+    ``strategy`` is "auto" (cost estimate), "gather" or "direct" (see the module docstring).
+    """
+    if window is not None and window <= 0:
+        raise ValueError(f"window must be positive or None, got {window}")
+    if strategy not in ("auto", "gather", "direct"):
+        raise ValueError(f"strategy must be 'auto', 'gather' or 'direct', got {strategy!r}")
+    inv_freq = inv_freq.to(layout.device)
+    keys = _flatten_keys(layout)
+    num_views = layout.num_views
+    keys_max = max(int(keys.view_len.max()) if num_views else 0, 1)
+    chunks_max = max(int(keys.view_chunks.max()) if num_views else 0, 1)
+    if keys.slot.numel():
+        slot_lo, slot_hi = int(keys.slot.min()), int(keys.slot.max()) + 1
+    else:
+        slot_lo, slot_hi = 0, 1
+    n_range = slot_hi - slot_lo
+    # A view holding one slot twice cannot be scored slot-wise: only "gather" handles it.
+    slot_key_count = torch.zeros(num_views * n_range, dtype=torch.int64, device=layout.device)
+    slot_key_count.index_add_(0, keys.view * n_range + keys.slot - slot_lo, torch.ones_like(keys.slot))
+    direct_ok = not bool((slot_key_count > 1).any())
+    if strategy == "direct" and not direct_ok:
+        raise ValueError("strategy='direct' needs each slot at most once per view")
+    if strategy == "auto":
+        direct_cost = layout.num_rows * chunks_max * n_range
+        gather_cost = DIRECT_COST_RATIO * num_views * keys_max
+        strategy = "direct" if direct_ok and direct_cost <= gather_cost else "gather"
+    if strategy == "direct":
+        return _prepare_direct(layout, inv_freq, keys, window, dtype, slot_lo, slot_hi, chunks_max)
+    return _prepare_gather(layout, inv_freq, keys, window, dtype, keys_max)
+
+
+def _prepare_gather(layout, inv_freq, keys: _FlatKeys, window, dtype, keys_max) -> PreparedViewAttention:
+    dev = layout.device
+    num_views = layout.num_views
+    flat = keys.view * keys_max + keys.within_view
     grid = num_views * keys_max
     key_slot = torch.zeros(grid, dtype=torch.int64, device=dev)
-    key_slot[flat] = layout.chunk_slot[key_chunk] + within_chunk
+    key_slot[flat] = keys.slot
     key_pos = torch.zeros(grid, dtype=torch.int64, device=dev)
-    key_pos[flat] = layout.chunk_pos[key_chunk] + within_chunk
+    key_pos[flat] = keys.pos
     key_off = torch.zeros(grid, dtype=torch.int64, device=dev)
-    key_off[flat] = layout.chunk_offset[key_chunk]
+    key_off[flat] = keys.offset
     key_valid = torch.zeros(grid, dtype=torch.bool, device=dev)
     key_valid[flat] = True
     key_cos, key_sin = cos_sin(key_off.view(num_views, 1, keys_max), inv_freq, dtype)
@@ -126,16 +205,14 @@ def prepare_view_attention(
     row_pos = torch.full((num_views * rows_max,), -1, dtype=torch.int64, device=dev)
     row_pos[row_slot] = layout.q_pos
     row_pos = row_pos.view(num_views, rows_max, 1)
-    kp = key_pos.view(num_views, 1, keys_max)
-    mask = key_valid.view(num_views, 1, keys_max) & (kp <= row_pos)
-    if window is not None:
-        mask &= row_pos - kp < window
+    mask = key_valid.view(num_views, 1, keys_max) & _allowed(key_pos.view(num_views, 1, keys_max), row_pos, window)
     has_key = mask.any(-1, keepdim=True)
     mask |= ~has_key  # all-True rows keep SDPA finite; their output is zeroed afterwards
-    row_has_key = has_key.view(-1)[row_slot].to(dtype).view(-1, 1, 1)
     q_cos, q_sin = cos_sin(layout.q_offset.view(-1, 1, 1), inv_freq, dtype)
-
     return PreparedViewAttention(
+        strategy="gather",
+        window=window,
+        row_has_key=has_key.view(-1)[row_slot].to(dtype).view(-1, 1, 1),
         num_views=num_views,
         rows_max=rows_max,
         keys_max=keys_max,
@@ -146,13 +223,48 @@ def prepare_view_attention(
         q_sin=q_sin,
         row_slot=row_slot,
         mask=mask,
-        row_has_key=row_has_key,
+    )
+
+
+def _prepare_direct(layout, inv_freq, keys: _FlatKeys, window, dtype, slot_lo, slot_hi, chunks_max):
+    dev = layout.device
+    num_views = layout.num_views
+    n_range = slot_hi - slot_lo
+    at = keys.view * n_range + keys.slot - slot_lo
+    slot_chunk = torch.full((num_views * n_range,), -1, dtype=torch.int64, device=dev)
+    slot_chunk[at] = keys.chunk_in_view
+    slot_pos = torch.zeros(num_views * n_range, dtype=torch.int64, device=dev)
+    slot_pos[at] = keys.pos
+    row_chunk = slot_chunk.view(num_views, n_range)[layout.q_view]  # [T, N]
+    row_mask = (row_chunk >= 0) & _allowed(
+        slot_pos.view(num_views, n_range)[layout.q_view], layout.q_pos[:, None], window
+    )
+    has_key = row_mask.any(-1, keepdim=True)
+    row_mask |= ~has_key
+    chunk_in_view = torch.arange(layout.num_chunks, device=dev) - torch.repeat_interleave(
+        layout.view_chunk_ptr[:-1], keys.view_chunks
+    )
+    chunk_view = torch.repeat_interleave(torch.arange(num_views, device=dev), keys.view_chunks)
+    view_chunk_off = torch.zeros(num_views * chunks_max, dtype=torch.int64, device=dev)
+    view_chunk_off[chunk_view * chunks_max + chunk_in_view] = layout.chunk_offset
+    delta = layout.q_offset[:, None] - view_chunk_off.view(num_views, chunks_max)[layout.q_view]
+    qc_cos, qc_sin = cos_sin(delta.view(-1, 1, 1, chunks_max), inv_freq, dtype)
+    return PreparedViewAttention(
+        strategy="direct",
         window=window,
+        row_has_key=has_key.to(dtype).view(-1, 1, 1),
+        slot_lo=slot_lo,
+        slot_hi=slot_hi,
+        chunks_max=chunks_max,
+        row_chunk=row_chunk.clamp(min=0),
+        row_mask=row_mask,
+        qc_cos=qc_cos,
+        qc_sin=qc_sin,
     )
 
 
 def _rotate_into(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """HF rotation with half tables, written with few passes over a large x."""
+    """HF rotation with half tables, written with few passes over a large x (same shape out)."""
     half = x.shape[-1] // 2
     x1, x2 = x[..., :half], x[..., half:]
     out = torch.empty_like(x)
@@ -162,6 +274,13 @@ def _rotate_into(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch
     torch.mul(x2, cos, out=o2)
     o2.addcmul_(x1, sin)
     return out
+
+
+def _rotate_broadcast(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """HF rotation where the tables broadcast x to a larger shape (small tensors)."""
+    half = x.shape[-1] // 2
+    x1, x2 = x[..., :half], x[..., half:]
+    return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
 
 
 def view_attention_torch(
@@ -188,23 +307,50 @@ def view_attention_torch(
         prepared = prepare_view_attention(layout, inv_freq, window=window, dtype=q.dtype)
     elif prepared.window != window:
         raise ValueError(f"prepared for window={prepared.window}, called with window={window}")
+    if prepared.strategy == "direct":
+        out = _attend_direct(q, k_cache, v_cache, prepared, scale)
+    else:
+        out = _attend_gather(q, k_cache, v_cache, prepared, scale)
+    return out * prepared.row_has_key.to(q.dtype)
+
+
+def _attend_gather(q, k_cache, v_cache, prepared: PreparedViewAttention, scale: float) -> torch.Tensor:
+    t, hq, d = q.shape
+    n, hkv, _ = k_cache.shape
     g = hq // hkv
     nv, r, s = prepared.num_views, prepared.rows_max, prepared.keys_max
     dt = q.dtype
-
     # Queries: rotate by q_offset, scatter into [V, Hkv, G*R, D].
     qr = _rotate_into(q.view(t, hkv, g, d), prepared.q_cos.to(dt), prepared.q_sin.to(dt))
     qgrid = qr.new_zeros(nv * r, hkv, g, d).index_copy_(0, prepared.row_slot, qr)
     qgrid = qgrid.view(nv, r, hkv, g, d).permute(0, 2, 3, 1, 4).reshape(nv, hkv, g * r, d)
-
     # Keys/values: one gather each, straight into SDPA layout; keys rotated by chunk offset.
     idx = prepared.gather_index(hkv)
     kg = k_cache.reshape(n * hkv, d).index_select(0, idx).view(nv, hkv, s, d)
     vg = v_cache.reshape(n * hkv, d).index_select(0, idx).view(nv, hkv, s, d)
     kg = _rotate_into(kg.to(dt), prepared.key_cos.to(dt), prepared.key_sin.to(dt))
-
-    out = F.scaled_dot_product_attention(
-        qgrid, kg, vg.to(dt), attn_mask=prepared.grouped_mask(g), scale=scale
-    )  # [V, Hkv, G*R, D]
+    out = F.scaled_dot_product_attention(qgrid, kg, vg.to(dt), attn_mask=prepared.grouped_mask(g), scale=scale)
     out = out.view(nv, hkv, g, r, d).permute(0, 3, 1, 2, 4).reshape(nv * r, hq, d)
-    return out.index_select(0, prepared.row_slot) * prepared.row_has_key.to(dt)
+    return out.index_select(0, prepared.row_slot)
+
+
+def _attend_direct(q, k_cache, v_cache, prepared: PreparedViewAttention, scale: float) -> torch.Tensor:
+    t, hq, d = q.shape
+    hkv = k_cache.shape[1]
+    g = hq // hkv
+    cm = prepared.chunks_max
+    lo, hi = prepared.slot_lo, prepared.slot_hi
+    n = hi - lo
+    dt = q.dtype
+    # One rotated query per (row, chunk of its view): [Hkv, T*G*Cmax, D].
+    qc = _rotate_broadcast(q.view(t, hkv, g, 1, d), prepared.qc_cos.to(dt), prepared.qc_sin.to(dt))
+    qc = qc.permute(1, 0, 2, 3, 4).reshape(hkv, t * g * cm, d)
+    keys = k_cache[lo:hi].to(dt).transpose(0, 1)  # [Hkv, N, D], no copy
+    scores = torch.matmul(qc, keys.transpose(1, 2)).view(hkv, t, g, cm, n)
+    # Keep, for each slot, the score under the rotation of the chunk holding it in the row's view.
+    pick = prepared.row_chunk.view(1, t, 1, 1, n).expand(hkv, t, g, 1, n)
+    scores = torch.gather(scores, 3, pick).view(hkv, t, g, n).float()
+    scores.mul_(scale).masked_fill_(~prepared.row_mask.view(1, t, 1, n), float("-inf"))
+    probs = torch.softmax(scores, dim=-1).to(dt).view(hkv, t * g, n)
+    out = torch.matmul(probs, v_cache[lo:hi].to(dt).transpose(0, 1))  # [Hkv, T*G, D]
+    return out.view(hkv, t, g, d).permute(1, 0, 2, 3).reshape(t, hq, d)
