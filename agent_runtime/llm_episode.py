@@ -49,10 +49,12 @@ class LLMRuntime:
 def run_llm_episode(env: DoomEnv, runtime: LLMRuntime, *, seed: int | None = None, max_tics: int | None = None,
                     fixed_cost: FixedCost | None = None, bus: EventBus | None = None, think: bool = True,
                     user_script: dict[int, tuple[str, object]] | None = None, progress=None,
-                    record_path: str | None = None, agent_seed: int = 0) -> dict:
+                    record_path: str | None = None, agent_seed: int = 0,
+                    replay_costs: list[float] | None = None) -> dict:
     """Play one episode with the multi-stream agent; return its result and timing metrics.
 
     user_script: {engine step index: (text, Command | None)} typed user commands injected during play.
+    replay_costs: charge these step costs (ms, in order) instead of measuring, to re-run a recording exactly.
     """
     config = runtime.config
     clock = SessionClock(fixed_cost)
@@ -74,14 +76,24 @@ def run_llm_episode(env: DoomEnv, runtime: LLMRuntime, *, seed: int | None = Non
                 break
             if user_script and step_index in user_script:
                 text, command = user_script[step_index]
+                if bus is not None:
+                    bus.emit("user_input", "user", generation=generation.current, tic=env.tic, sim_ms=clock.now_ms,
+                             step=step_index, text=text, command=command.text if command else None)
                 direct = agent.push_user_text(text, clock.now_ms, command)
                 if direct is not None:
                     executor.execute(direct, clock.now_ms)
             outcome = agent.step(clock.now_ms)
-            if not outcome.batch:
+            if replay_costs is not None:
+                if step_index >= len(replay_costs):
+                    break  # the recorded run ended here
+                cost = replay_costs[step_index]
+            elif not outcome.batch:
                 cost = MS_PER_TIC  # nothing to compute: wait for the next frame
             else:
                 cost = clock.step_cost_ms(outcome.measured_s, outcome.decode_rows, outcome.prefill_tokens)
+            if bus is not None:
+                bus.emit("clock_advance", "engine", generation=generation.current, tic=env.tic, sim_ms=clock.now_ms,
+                         step=step_index, cost_ms=cost)
             frames = world.advance_ms(cost)
             for action in outcome.actions:
                 executor.execute(action, clock.now_ms)

@@ -29,6 +29,7 @@ from agent_runtime.events import EventBus
 from agent_runtime.generation import SessionGeneration
 from agent_runtime.kv_block_store import Block
 from agent_runtime.model_runner import ModelRunner, StreamInput
+from agent_runtime.recording.recording import screen_hash
 from agent_runtime.prompts import ACTION_PROMPT, FRAME_PREFIX, THOUGHT_PROMPT, USER_PREFIX, system_prompt
 from agent_runtime.sync_world import TimedFrame
 from agent_runtime.view import View
@@ -142,7 +143,8 @@ class MultiStreamAgent:
     # -- inputs from the world and the user ------------------------------------------------------
     def push_frame(self, timed: TimedFrame) -> None:
         self.pending_frames.append(timed)
-        self._emit("frame_read", "frames", tic=timed.frame.tic, sim_ms=timed.read_ms, read_ms=timed.read_ms)
+        self._emit("frame_read", "frames", tic=timed.frame.tic, sim_ms=timed.read_ms, read_ms=timed.read_ms,
+                   screen_hash=screen_hash(timed.frame.screen) if timed.frame.screen is not None else None)
 
     def push_user_text(self, text: str, now_ms: float, command: Command | None = None) -> Action | None:
         """A user command: bump the generation first, queue its text for the views; a button command acts directly."""

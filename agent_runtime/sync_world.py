@@ -56,10 +56,10 @@ class SyncWorld:
 
     def advance_ms(self, ms: float) -> list[TimedFrame]:
         """Let ms of session time pass; return the frames of the last tics (oldest first)."""
+        first_tic = self.clock.tics_released
         due = self.clock.charge(ms)
         if due <= 0:
             return []
-        start_ms = self.clock.now_ms - ms
         skip = max(0, due - self.frame_window_tics)
         self._play(skip)
         frames = []
@@ -69,7 +69,6 @@ class SyncWorld:
                 break
             frame = self.env.read_frame()
             if frame is not None:
-                # the camera delivers the tic's frame at the tic's time within the charged interval
-                read_ms = start_ms + (i + 1) * (ms / due)
-                frames.append(TimedFrame(frame, read_ms))
+                # the camera delivers each tic's frame at that tic's moment of session time
+                frames.append(TimedFrame(frame, (first_tic + i + 1) * MS_PER_TIC))
         return frames
