@@ -32,6 +32,7 @@ class ExecutorStats:
     fenced_age: int = 0
     reaction_ms: list[float] = field(default_factory=list)
     exec_frame_age_ms: list[float] = field(default_factory=list)
+    first_executed_ms: float | None = None
 
 
 class ActionExecutor:
@@ -60,6 +61,8 @@ class ActionExecutor:
             return False
         self.world.hold(action.command.buttons, action.command.tics)
         self.stats.executed += 1
+        if self.stats.first_executed_ms is None:
+            self.stats.first_executed_ms = now_ms
         self.stats.reaction_ms.append(age)
         self.stats.exec_frame_age_ms.append(age)
         self._emit("action_executed", action, now_ms, frame_age_ms=age)

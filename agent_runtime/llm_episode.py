@@ -130,5 +130,6 @@ def run_llm_episode(env: DoomEnv, runtime: LLMRuntime, *, seed: int | None = Non
         "clock": clock.name,
         "pool_peak_pages": pool_peak,
         "pool_capacity_pages": runtime.store.num_pages,
+        "first_action_ms": e.first_executed_ms,
         "reaction_samples_ms": [round(x, 2) for x in e.reaction_ms],
     }

@@ -158,5 +158,6 @@ def run_sequential_episode(env: DoomEnv, runtime, *, think_tokens: int, seed: in
         "engine_steps": agent.forwards,
         "session_ms": clock.now_ms,
         "clock": clock.name,
+        "first_action_ms": e.first_executed_ms,
         "reaction_samples_ms": [round(x, 2) for x in e.reaction_ms],
     }

@@ -19,6 +19,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     kv.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     kv.add_argument("--repeats", type=int, default=15, help="timed repeats per measurement (default 15)")
 
+    rx = sub.add_parser("reaction", help="reaction latency: multi-stream vs sequential vs no-think, same model and seeds")
+    rx.add_argument("--scenario", default="defend_the_center", help="scenario name or .cfg (default defend_the_center)")
+    rx.add_argument("--episodes", type=int, default=5, help="episodes per agent (default 5)")
+    rx.add_argument("--json", action="store_true", help="print the result as one JSON object on stdout")
+    rx.add_argument("--out", default="bench-out", help="directory for reaction.json and reaction_cdf.png (default bench-out)")
+    rx.add_argument("--think-tokens", type=int, default=64, help="sequential agent's thought tokens per cycle (default 64)")
+    rx.add_argument("--max-tics", type=int, help="cap each episode at this many tics")
+    rx.add_argument("--seed", type=int, default=0)
+    rx.add_argument("--model", help="model path (default: the embedded SmolLM2-135M-Instruct)")
+    rx.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float32"))
+    rx.add_argument("--threads", type=int, help="torch threads (default: the cores actually free)")
+    rx.add_argument("--fixed-cost", action="store_true", help="deterministic fixed-cost clock instead of measured compute")
+
 
 def _run_kv(args) -> int:
     import torch
@@ -52,7 +65,72 @@ def _run_kv(args) -> int:
     return 0
 
 
+def _run_reaction(args) -> int:
+    from pathlib import Path
+
+    from agent_runtime.benchmarks.measure import machine_info, print_header
+    from agent_runtime.benchmarks.reaction_bench import run_reaction_bench, write_outputs
+    from agent_runtime.clocks import FixedCost
+    from agent_runtime.config import load_config
+    from agent_runtime.llm_episode import LLMRuntime
+    from agent_runtime.model_loader import load_model, set_threads
+    from envs.doom_env import DoomEnv
+    from envs.scenarios import ScenarioError, resolve_scenario
+
+    if args.episodes < 1:
+        raise UserError(f"--episodes must be at least 1 (got {args.episodes})")
+    if args.think_tokens < 1:
+        raise UserError(f"--think-tokens must be at least 1 (got {args.think_tokens})")
+    try:
+        resolve_scenario(args.scenario)
+    except ScenarioError as e:
+        raise UserError(str(e)) from None
+    out = Path(args.out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UserError(f"cannot create --out {out}: {e.strerror or e}") from None
+    threads = set_threads(args.threads)
+    loaded = load_model(args.model, dtype=args.dtype)
+    clock = "fixed_cost" if args.fixed_cost else "compute (world advanced by measured step time)"
+    info = machine_info(loaded.model_id, threads, clock=clock)
+    print_header(info)
+    config = load_config(scenario=args.scenario, seed=args.seed)
+    with DoomEnv(args.scenario, seed=args.seed) as env:
+        runtime = LLMRuntime.build(loaded, config, env.buttons, scenario=env.scenario)
+        result = run_reaction_bench(env, runtime, episodes=args.episodes, think_tokens=args.think_tokens,
+                                    max_tics=args.max_tics, seed=args.seed,
+                                    fixed_cost=FixedCost() if args.fixed_cost else None)
+    result["machine"] = info
+    result["scenario"] = args.scenario
+    title = f"{args.scenario}, {loaded.model_id}, {args.episodes} episodes, {info['threads']} thread(s)"
+    public = write_outputs(result, out, title)
+    if args.json:
+        print(json.dumps(public))
+    else:
+        _print_reaction_table(public)
+    return 0
+
+
+def _print_reaction_table(result: dict) -> None:
+    def f(v, unit=""):
+        return "n/a" if v is None else (f"{v:.0f}{unit}" if isinstance(v, float) else f"{v}{unit}")
+
+    cols = ("reaction_ms_p50", "reaction_ms_p95", "reaction_ms_p99", "time_to_first_action_ms", "actions_executed",
+            "actions_fenced", "frames_dropped", "kills", "thinker_tokens_per_s", "actions_per_s")
+    print("agent          " + "  ".join(c.replace("reaction_ms_", "react_").replace("_ms", "")[:14].rjust(14) for c in cols))
+    for name, s in result["agents"].items():
+        print(f"{name:14s} " + "  ".join(f(s[c]).rjust(14) if not isinstance(s[c], float) or c.startswith(("react", "time"))
+                                        else f"{s[c]:.2f}".rjust(14) for c in cols))
+    r = result["ratios"]
+    print(f"sequential / multi-stream reaction: p50 {f(r['reaction_p50_seq_over_multi'])}x, "
+          f"p95 {f(r['reaction_p95_seq_over_multi'])}x; no-think / multi-stream p50 {f(r['reaction_p50_nothink_over_multi'])}x")
+    print(f"plot: {result['plot']}")
+
+
 def run(args: argparse.Namespace) -> int:
     if args.bench == "kv":
         return _run_kv(args)
+    if args.bench == "reaction":
+        return _run_reaction(args)
     raise UserError(f"unknown benchmark {args.bench!r}")

@@ -1,0 +1,127 @@
+"""`bench reaction`: the multi-stream agent against read-think-act and read-act baselines, same model and seeds.
+
+Agents run interleaved per episode (same env seed for all three), on the compute clock: the world
+advances by the compute time each forward really took. Reaction latency = session time from reading a
+frame to executing the action conditioned on it. In headless sync runs a frame is read at its tic, so
+the frame's age at execution equals its reaction latency.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+import numpy as np
+
+from agent_runtime.benchmarks.measure import progress
+from agent_runtime.llm_episode import run_llm_episode
+from agent_runtime.sequential_agent import run_sequential_episode
+
+AGENTS = ("multi_stream", "sequential", "no_think")
+
+
+def _summary(episodes: list[dict], think_tokens: int) -> dict:
+    samples = [x for e in episodes for x in e["reaction_samples_ms"]]
+    per_episode_p50 = [e["reaction_ms_p50"] for e in episodes if e["reaction_ms_p50"] is not None]
+    session_s = sum(e["session_ms"] for e in episodes) / 1000.0
+    first = [e["first_action_ms"] for e in episodes if e.get("first_action_ms") is not None]
+
+    def pct(q):
+        return float(np.percentile(samples, q)) if samples else None
+
+    return {
+        "episodes": len(episodes),
+        "reaction_ms_p50": pct(50),
+        "reaction_ms_p95": pct(95),
+        "reaction_ms_p99": pct(99),
+        "reaction_ms_p50_episode_median": statistics.median(per_episode_p50) if per_episode_p50 else None,
+        "reaction_ms_p50_episode_spread": [min(per_episode_p50), max(per_episode_p50)] if per_episode_p50 else None,
+        "frame_age_at_execution_ms_p50": pct(50),
+        "time_to_first_action_ms": statistics.median(first) if first else None,
+        "actions_executed": sum(e["actions_executed"] for e in episodes),
+        "actions_fenced": sum(e["actions_fenced"] for e in episodes),
+        "frames_dropped": sum(e["frames_dropped"] for e in episodes),
+        "kills": statistics.mean(e["kills"] for e in episodes),
+        "kills_per_episode": [e["kills"] for e in episodes],
+        "reward": statistics.mean(e["reward"] for e in episodes),
+        "thinker_tokens_per_s": sum(e["thinker_tokens"] for e in episodes) / session_s if session_s else 0.0,
+        "actions_per_s": sum(e["decisions"] for e in episodes) / session_s if session_s else 0.0,
+        "think_tokens_per_cycle": think_tokens,
+        "samples": len(samples),
+        "_samples": samples,
+    }
+
+
+def run_reaction_bench(env, runtime, *, episodes: int, think_tokens: int, max_tics: int | None, seed: int,
+                       fixed_cost=None) -> dict:
+    per_agent: dict[str, list[dict]] = {name: [] for name in AGENTS}
+    for index in range(episodes):
+        s = seed + index
+        for name in AGENTS:
+            if name == "multi_stream":
+                r = run_llm_episode(env, runtime, seed=s, max_tics=max_tics, fixed_cost=fixed_cost, agent_seed=s)
+            else:
+                think = think_tokens if name == "sequential" else 0
+                r = run_sequential_episode(env, runtime, think_tokens=think, seed=s, max_tics=max_tics,
+                                           fixed_cost=fixed_cost, agent_seed=s)
+            per_agent[name].append(r)
+            p50 = r["reaction_ms_p50"]
+            progress(f"episode {index + 1}/{episodes} {name}: reaction p50 "
+                     f"{'n/a' if p50 is None else f'{p50:.0f} ms'}, kills {r['kills']}, "
+                     f"actions {r['actions_executed']} (+{r['actions_fenced']} fenced), {r['tics']} tics")
+    agents = {name: _summary(runs, think_tokens if name == "sequential" else 0) for name, runs in per_agent.items()}
+    multi = agents["multi_stream"]
+
+    def ratio(a, b, key):
+        x, y = agents[a][key], agents[b][key]
+        return x / y if x is not None and y else None
+
+    ratios = {
+        "reaction_p50_seq_over_multi": ratio("sequential", "multi_stream", "reaction_ms_p50"),
+        "reaction_p95_seq_over_multi": ratio("sequential", "multi_stream", "reaction_ms_p95"),
+        "reaction_p50_nothink_over_multi": ratio("no_think", "multi_stream", "reaction_ms_p50"),
+        "reaction_p95_nothink_over_multi": ratio("no_think", "multi_stream", "reaction_ms_p95"),
+    }
+    return {"agents": agents, "ratios": ratios, "targets": {
+        "multi_p50_le_150ms": multi["reaction_ms_p50"] is not None and multi["reaction_ms_p50"] <= 150,
+        "multi_p95_le_250ms": multi["reaction_ms_p95"] is not None and multi["reaction_ms_p95"] <= 250,
+        "seq_over_multi_p50_ge_20": (ratios["reaction_p50_seq_over_multi"] or 0) >= 20,
+    }}
+
+
+def plot_cdf(agents: dict, path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=120)
+    for name, summary in agents.items():
+        xs = np.sort(np.asarray(summary["_samples"]))
+        if len(xs) == 0:
+            continue
+        ax.step(xs, np.arange(1, len(xs) + 1) / len(xs), where="post",
+                label=f"{name} (p50 {np.percentile(xs, 50):.0f} ms, n={len(xs)})")
+    ax.set_xscale("log")
+    ax.set_xlabel("reaction latency: frame read → action executed (ms, log scale)")
+    ax.set_ylabel("fraction of actions")
+    ax.axvline(150, color="grey", ls=":", lw=1)
+    ax.set_title(title, fontsize=10)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def write_outputs(result: dict, out_dir: Path, title: str) -> dict:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    plot = out_dir / "reaction_cdf.png"
+    plot_cdf(result["agents"], plot, title)
+    public = json.loads(json.dumps(result, default=str))
+    for summary in public["agents"].values():
+        summary.pop("_samples", None)
+    public["plot"] = str(plot)
+    (out_dir / "reaction.json").write_text(json.dumps(public, indent=2))
+    return public
