@@ -96,6 +96,35 @@ def sequence_logprob(first_logits, branch_logits, tokens: list[int]) -> float:
     return total
 
 
+class CommandScorer:
+    """Decides a command in ONE forward: the action prompt plus one branch per distinct command prefix.
+
+    Each branch reads the same view as the prompt and sits right after it; because every stream's new KV
+    is written before attention, a branch sees the prompt of the same forward, so its rows give exactly
+    the logits that feeding the command token by token would give. TURN_LEFT and TURN_RIGHT share one
+    branch (' T','URN','_'): the last row scores LEFT against RIGHT.
+    """
+
+    def __init__(self, grammar: ActionGrammar, tokenizer):
+        self.candidates = grammar.candidates(tokenizer)
+        prefixes: dict[tuple[int, ...], int] = {}
+        for _, tokens in self.candidates:
+            if len(tokens) > 1:
+                prefixes.setdefault(tuple(tokens[:-1]), len(prefixes))
+        self.branch_index = prefixes
+        self.branches = [list(p) for p in prefixes]
+
+    def best(self, prompt_logits, branch_logits: list) -> tuple[Command, list[int]]:
+        """The most likely command given the prompt's last logits and each branch's rows."""
+        scores = []
+        for _, tokens in self.candidates:
+            rows = branch_logits[self.branch_index[tuple(tokens[:-1])]] if len(tokens) > 1 else None
+            scores.append(sequence_logprob(prompt_logits, rows, tokens))
+        best = max(range(len(scores)), key=scores.__getitem__)
+        command, tokens = self.candidates[best]
+        return command, list(tokens)
+
+
 class CommandDecoder:
     """Walks the trie for one decision. feed(logits) picks the best allowed token, then follows forced runs."""
 

@@ -23,7 +23,7 @@ import torch
 from envs.observation_text import encode_observation
 
 from agent_runtime.action_executor import Action
-from agent_runtime.action_grammar import ActionGrammar, Command, CommandDecoder, sequence_logprob
+from agent_runtime.action_grammar import ActionGrammar, Command, CommandDecoder, CommandScorer
 from agent_runtime.config import BudgetConfig
 from agent_runtime.events import EventBus
 from agent_runtime.generation import SessionGeneration
@@ -115,7 +115,7 @@ class MultiStreamAgent:
         self.thought_prompt = self._encode(THOUGHT_PROMPT)
         self.action_prompt = self._encode(ACTION_PROMPT)
         self.end_tokens = {t for t in (tokenizer.eos_token_id,) if t is not None}
-        self.candidates = grammar.candidates(tokenizer)
+        self.scorer = CommandScorer(grammar, tokenizer)
 
         self.sections: dict[str, list[Block]] = {k: [] for k in ("system", "user", "thoughts", "actions", "frames")}
         self.frames: deque[_FrameEntry] = deque()
@@ -176,7 +176,7 @@ class MultiStreamAgent:
         new_frame = None
         if self.pending_frames:
             timed = self.pending_frames.pop()  # the newest; older pending frames age out and are dropped
-            tokens = self._encode(f"{FRAME_PREFIX}[{timed.frame.tic}] {encode_observation(timed.frame)}")
+            tokens = self._encode(FRAME_PREFIX + encode_observation(timed.frame))
             block = self.store.create(f"frame{timed.frame.tic}")
             view = View(self.store, own=block, name="frame")
             scratch_views.append(view)
@@ -264,11 +264,10 @@ class MultiStreamAgent:
             return [("action", StreamInput(a.view, tokens, logits="last"))]
         tokens, a.unfed = a.unfed + self.action_prompt, []
         out = [("action", StreamInput(a.view, tokens, logits="last"))]
-        for i, (_, cand) in enumerate(self.candidates):
-            if len(cand) > 1:  # a branch after the prompt: rows give p(token k+1 | prompt, tokens ..k)
-                branch = View(self.store, a.view.ordered(), name=f"branch{i}")
-                branch.start_own("branch")
-                out.append((f"branch{i}", StreamInput(branch, cand[:-1], logits="all")))
+        for i, tokens in enumerate(self.scorer.branches):  # rows give p(token k+1 | prompt, tokens ..k)
+            branch = View(self.store, a.view.ordered(), name=f"branch{i}")
+            branch.start_own("branch")
+            out.append((f"branch{i}", StreamInput(branch, tokens, logits="all")))
         return out
 
     def _action_consume(self, logits, branch_logits: dict) -> Action | None:
@@ -276,10 +275,8 @@ class MultiStreamAgent:
         if logits is None:
             return None
         if self.decision_mode == "score":
-            scores = [sequence_logprob(logits, branch_logits.get(f"branch{i}"), cand)
-                      for i, (_, cand) in enumerate(self.candidates)]
-            best = max(range(len(scores)), key=scores.__getitem__)
-            command, a.unfed = self.candidates[best][0], list(self.candidates[best][1])
+            rows = [branch_logits[f"branch{i}"] for i in range(len(self.scorer.branches))]
+            command, a.unfed = self.scorer.best(logits, rows)
         else:
             if a.decoder is None:
                 return None

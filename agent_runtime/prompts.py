@@ -5,7 +5,7 @@ from __future__ import annotations
 
 def system_prompt(scenario: str, buttons: tuple[str, ...]) -> str:
     return (
-        f"You are playing Doom ({scenario}). Frame lines give [tic] health, ammo, kills and the enemies you see "
+        f"You are playing Doom ({scenario}). Observation lines give health, ammo, kills and the enemies you see "
         "with side, bearing in degrees (positive = left) and distance. "
         "Thought lines plan briefly. Act lines give one command: "
         + ", ".join(buttons)
@@ -13,7 +13,7 @@ def system_prompt(scenario: str, buttons: tuple[str, ...]) -> str:
     )
 
 
-FRAME_PREFIX = "\nFrame "
+FRAME_PREFIX = "\n"  # frame lines are the bare observation: every token is reaction time
 THOUGHT_PROMPT = "\nThought:"
 ACTION_PROMPT = "\nAct:"
 USER_PREFIX = "\nUser: "

@@ -15,7 +15,7 @@ from envs.doom_env import DoomEnv
 from envs.observation_text import encode_observation
 
 from agent_runtime.action_executor import Action, ActionExecutor
-from agent_runtime.action_grammar import sequence_logprob
+from agent_runtime.action_grammar import CommandScorer
 from agent_runtime.clocks import MS_PER_TIC, FixedCost, SessionClock
 from agent_runtime.events import EventBus
 from agent_runtime.generation import SessionGeneration
@@ -36,7 +36,7 @@ class SequentialAgent:
         self.history_cycles = history_cycles
         self.temperature = temperature
         self.rng = torch.Generator().manual_seed(seed)
-        self.candidates = runtime.grammar.candidates(self.tok)
+        self.scorer = CommandScorer(runtime.grammar, self.tok)
         self.system = self.store.create("system")
         v = View(self.store, own=self.system)
         self.runner.prefill(v, self._enc(system_prompt(scenario, runtime.grammar.buttons)))
@@ -52,7 +52,7 @@ class SequentialAgent:
         """Run one read-think-act cycle; charge(measured_s, decode_rows, prefill_tokens) moves the world."""
         view = View(self.store, [self.system] + self.history, name="sequential")
         own = view.start_own("cycle")
-        frame_text = f"{FRAME_PREFIX}[{timed.frame.tic}] {encode_observation(timed.frame)}"
+        frame_text = FRAME_PREFIX + encode_observation(timed.frame)
         prompt = self._enc(ACTION_PROMPT)
         if self.think_tokens:
             tokens = self._enc(frame_text) + self._enc(THOUGHT_PROMPT)
@@ -69,23 +69,20 @@ class SequentialAgent:
             prompt = self._enc(frame_text) + prompt
         inputs = [StreamInput(view, prompt)]
         branches = []
-        for i, (_, cand) in enumerate(self.candidates):
-            if len(cand) > 1:
-                b = View(self.store, view.ordered(), name=f"branch{i}")
-                b.start_own("branch")
-                branches.append((i, b))
-                inputs.append(StreamInput(b, cand[:-1], logits="all"))
+        for tokens in self.scorer.branches:
+            b = View(self.store, view.ordered(), name="branch")
+            b.start_own("branch")
+            branches.append(b)
+            inputs.append(StreamInput(b, tokens, logits="all"))
         out = self._forward(inputs, charge, prefill=sum(len(x.tokens) for x in inputs))
-        branch_logits = {i: out[k + 1] for k, (i, _) in enumerate(branches)}
-        scores = [sequence_logprob(out[0], branch_logits.get(i), cand) for i, (_, cand) in enumerate(self.candidates)]
-        best = max(range(len(scores)), key=scores.__getitem__)
-        for _, b in branches:
+        command, _ = self.scorer.best(out[0], out[1:])
+        for b in branches:
             b.close()
         self.history.append(view.detach_own())
         view.close()
         while len(self.history) > self.history_cycles:
             self.store.release(self.history.pop(0))
-        return self.candidates[best][0]
+        return command
 
     def _forward(self, inputs, charge, *, decode: int = 0, prefill: int = 0):
         t0 = time.perf_counter()
