@@ -32,6 +32,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     rx.add_argument("--threads", type=int, help="torch threads (default: the cores actually free)")
     rx.add_argument("--fixed-cost", action="store_true", help="deterministic fixed-cost clock instead of measured compute")
 
+    mem = sub.add_parser("memory", help="long headless run: KV pool and process memory must stay flat")
+    mem.add_argument("--frames", type=int, default=10000, help="frames to prefill in all (default 10000)")
+    mem.add_argument("--scenario", default="defend_the_center")
+    mem.add_argument("--model", help="model (default: the embedded SmolLM2-135M-Instruct; tiny:llama is fast)")
+    mem.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float32"))
+    mem.add_argument("--fixed-cost", action="store_true", help="deterministic fixed-cost clock")
+    mem.add_argument("--out", default="bench-out", help="directory for memory.json and memory.png")
+    mem.add_argument("--json", action="store_true")
+
 
 def _run_kv(args) -> int:
     import torch
@@ -128,7 +137,49 @@ def _print_reaction_table(result: dict) -> None:
     print(f"plot: {result['plot']}")
 
 
+def _run_memory(args) -> int:
+    from pathlib import Path
+
+    from agent_runtime.benchmarks.measure import machine_info, print_header
+    from agent_runtime.benchmarks.memory_soak import plot_memory, run_memory_soak
+    from agent_runtime.clocks import FixedCost
+    from agent_runtime.config import load_config
+    from agent_runtime.llm_episode import LLMRuntime
+    from agent_runtime.model_loader import load_model, set_threads
+    from envs.doom_env import DoomEnv
+
+    if args.frames < 10:
+        raise UserError(f"--frames must be at least 10 (got {args.frames})")
+    out = Path(args.out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UserError(f"cannot create --out {out}: {e.strerror or e}") from None
+    threads = set_threads(None)
+    loaded = load_model(args.model, dtype=args.dtype)
+    info = machine_info(loaded.model_id, threads, clock="fixed_cost" if args.fixed_cost else "compute")
+    print_header(info)
+    config = load_config(scenario=args.scenario)
+    with DoomEnv(args.scenario, seed=0) as env:
+        runtime = LLMRuntime.build(loaded, config, env.buttons, scenario=env.scenario)
+        result = run_memory_soak(env, runtime, frames=args.frames, fixed_cost=FixedCost() if args.fixed_cost else None)
+    samples = result.pop("_samples")
+    plot_memory(samples, out / "memory.png", f"{result['frames']} frames, {loaded.model_id}, {args.scenario}")
+    result["machine"] = info
+    (out / "memory.json").write_text(json.dumps(result, indent=2))
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(f"{result['frames']} frames over {result['episodes']} episodes: KV pool peak {result['pool_peak_pages']}"
+              f"/{result['pool_capacity_pages']} pages, blocks peak {result['blocks_peak']}, "
+              f"RSS {result['rss_mb_early']:.0f} MB early -> {result['rss_mb_late']:.0f} MB late "
+              f"({result['rss_growth_mb']:+.1f} MB); plot {out / 'memory.png'}")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.bench == "memory":
+        return _run_memory(args)
     if args.bench == "kv":
         return _run_kv(args)
     if args.bench == "reaction":
