@@ -3,7 +3,7 @@ VENV    ?= .venv
 PY      := $(VENV)/bin/python
 PIP     := $(PY) -m pip
 STAMP   := $(VENV)/.installed
-APT_PKGS := libportaudio2 espeak-ng libespeak-ng1
+APT_PKGS := libportaudio2 espeak-ng libespeak-ng1 flite
 PYTEST_ARGS ?=
 
 .PHONY: demo test install system-deps clean

@@ -11,7 +11,8 @@ from agent_runtime.errors import UserError
 # Subcommand name -> module in agent_runtime.commands. Each module has add_arguments(p) and run(args) -> int.
 COMMANDS = {
     "episode": "Run headless ViZDoom episodes and print their results.",
-    "bench": "Benchmarks: `bench kv` (KV blocks and views).",
+    "bench": "Benchmarks: `bench kv` (blocks and views), `bench reaction` (multi-stream vs sequential), `bench memory`.",
+    "transcribe": "Transcribe voice commands in a WAV file with the live VAD + grammar pipeline.",
     "replay": "Check a recording: replay its .lmp and compare frames with its events (--video, --rerun).",
     "timeline": "Draw a recording's events as a swimlane PNG.",
 }

@@ -1,0 +1,279 @@
+"""Audio in and out behind one callback interface, with or without a sound card.
+
+Both backends drive a callback with sounddevice's signatures, so the voice pipeline cannot tell
+a real microphone/speaker from a WAV file or a numpy array:
+
+    input callback:  callback(indata, frames, time, status)            indata  float32 [frames, 1]
+    output callback: callback(outdata, frames, time, status)           outdata float32 [frames, 1]
+
+`open_input_stream` / `open_output_stream` pick the sounddevice backend when a device exists and
+raise `NoAudioDeviceError` (a UserError that lists what was found) when none does. The device-free
+backend (`ArrayMicrophone`, `RecordingSpeaker`) runs as fast as you pump it, for tests and files.
+"""
+
+from __future__ import annotations
+
+import math
+import wave
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from agent_runtime.errors import UserError
+
+SAMPLE_RATE = 16_000  # what the VAD and the recognizer consume
+BLOCK_FRAMES = 512  # 32 ms at 16 kHz: one silero window, the input block size
+
+AudioCallback = Callable[[np.ndarray, int, object, object], None]
+
+
+class NoAudioDeviceError(UserError):
+    """No usable sound device; the message lists the devices that were found."""
+
+
+@dataclass(frozen=True)
+class CallbackTime:
+    """Stand-in for sounddevice's CData `time` argument (seconds in stream time)."""
+
+    inputBufferAdcTime: float = 0.0
+    outputBufferDacTime: float = 0.0
+    currentTime: float = 0.0
+
+
+# ---------------------------------------------------------------- files and resampling
+
+
+def read_wav(path: str | Path) -> tuple[np.ndarray, int]:
+    """Read a PCM WAV as float32 mono in [-1, 1] plus its sample rate; stereo is averaged.
+
+    Raises UserError for a missing file, a file that is not a WAV, or a WAV with no samples.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"no such file: {path}")
+    try:
+        with wave.open(str(path), "rb") as w:
+            channels, width, rate, n = w.getnchannels(), w.getsampwidth(), w.getframerate(), w.getnframes()
+            raw = w.readframes(n)
+    except (wave.Error, EOFError) as e:
+        why = f" ({e})" if str(e) else ""
+        raise UserError(f"{path} is not a PCM WAV file{why}; convert it with e.g. `ffmpeg -i IN -ac 1 OUT.wav`") from None
+    if width == 1:
+        x = (np.frombuffer(raw, np.uint8).astype(np.float32) - 128.0) / 128.0
+    elif width == 2:
+        x = np.frombuffer(raw, "<i2").astype(np.float32) / 32768.0
+    elif width == 3:
+        b = np.frombuffer(raw, np.uint8).reshape(-1, 3).astype(np.int32)
+        v = b[:, 0] | (b[:, 1] << 8) | (b[:, 2] << 16)
+        x = (np.where(v >= 1 << 23, v - (1 << 24), v)).astype(np.float32) / float(1 << 23)
+    elif width == 4:
+        x = np.frombuffer(raw, "<i4").astype(np.float32) / float(1 << 31)
+    else:
+        raise UserError(f"{path}: unsupported sample width {width} bytes")
+    if x.size == 0 or x.size < channels:
+        raise UserError(f"{path} contains no audio samples")
+    x = x[: x.size - x.size % channels].reshape(-1, channels).mean(axis=1)
+    return x.astype(np.float32), rate
+
+
+def write_wav(path: str | Path, samples: np.ndarray, rate: int) -> None:
+    """Write float samples ([frames] or [frames, channels]) as 16-bit PCM."""
+    samples = np.asarray(samples, np.float32)
+    channels = 1 if samples.ndim == 1 else samples.shape[1]
+    pcm = (np.clip(samples, -1.0, 1.0) * 32767.0).astype("<i2")
+    with wave.open(str(path), "wb") as w:
+        w.setnchannels(channels)
+        w.setsampwidth(2)
+        w.setframerate(rate)
+        w.writeframes(pcm.tobytes())
+
+
+def resample(x: np.ndarray, src_rate: int, dst_rate: int, taps_per_side: int = 16) -> np.ndarray:
+    """Band-limited resampling by a Kaiser-windowed sinc (polyphase, exact rational ratio).
+
+    The cutoff sits at the lower Nyquist frequency so downsampling does not alias; numpy only.
+    """
+    x = np.asarray(x, np.float32)
+    if src_rate == dst_rate or x.size == 0:
+        return x.copy()
+    g = math.gcd(src_rate, dst_rate)
+    up, down = dst_rate // g, src_rate // g
+    cutoff = min(1.0, up / down) * 0.95  # relative to the input Nyquist
+    n_out = int(math.ceil(x.size * up / down))
+    k = np.arange(-taps_per_side + 1, taps_per_side + 1)  # input offsets around floor(t)
+    phases = np.arange(up) / up  # fractional part of the input position, per phase
+    # position of tap k relative to the exact input time t = base + frac
+    d = k[None, :] - phases[:, None]  # [up, K]
+    half = taps_per_side + 1.0
+    window = np.kaiser(2 * taps_per_side + 1, 8.0)
+    w = np.interp(d, np.linspace(-half, half, window.size), window, left=0.0, right=0.0)
+    table = (cutoff * np.sinc(cutoff * d) * w).astype(np.float32)  # [up, K]
+    padded = np.concatenate([np.zeros(taps_per_side, np.float32), x, np.zeros(taps_per_side + 1, np.float32)])
+    out = np.empty(n_out, np.float32)
+    step = 8192
+    for s in range(0, n_out, step):
+        n = np.arange(s, min(s + step, n_out), dtype=np.int64)
+        base = (n * down) // up
+        phase = (n * down) % up
+        idx = base[:, None] + k[None, :] + taps_per_side
+        out[s : s + n.size] = np.einsum("nk,nk->n", padded[idx], table[phase])
+    return out
+
+
+def load_audio_16k(path: str | Path) -> np.ndarray:
+    """Any common-rate mono/stereo WAV as 16 kHz mono float32: what the listening pipeline wants."""
+    x, rate = read_wav(path)
+    return resample(x, rate, SAMPLE_RATE)
+
+
+# ---------------------------------------------------------------- device-free backend
+
+
+class ArrayMicrophone:
+    """A microphone that plays back an array block by block into an input callback.
+
+    `pump()` delivers everything at once (faster than real time); `pump(n_blocks)` delivers n blocks.
+    """
+
+    def __init__(self, samples: np.ndarray, callback: AudioCallback, blocksize: int = BLOCK_FRAMES,
+                 samplerate: int = SAMPLE_RATE):
+        self.samples = np.asarray(samples, np.float32).reshape(-1)
+        self.callback = callback
+        self.blocksize = blocksize
+        self.samplerate = samplerate
+        self.position = 0
+        self.active = False
+
+    @classmethod
+    def from_wav(cls, path: str | Path, callback: AudioCallback, blocksize: int = BLOCK_FRAMES) -> "ArrayMicrophone":
+        return cls(load_audio_16k(path), callback, blocksize)
+
+    def start(self) -> None:
+        self.active = True
+
+    def stop(self) -> None:
+        self.active = False
+
+    abort = stop
+
+    def close(self) -> None:
+        self.active = False
+
+    def __enter__(self):
+        self.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    @property
+    def finished(self) -> bool:
+        return self.position >= self.samples.size
+
+    def pump(self, n_blocks: int | None = None) -> int:
+        """Deliver up to n_blocks blocks (all when None); the last block is zero-padded. Returns blocks sent."""
+        sent = 0
+        while not self.finished and (n_blocks is None or sent < n_blocks):
+            block = self.samples[self.position : self.position + self.blocksize]
+            if block.size < self.blocksize:
+                block = np.concatenate([block, np.zeros(self.blocksize - block.size, np.float32)])
+            t = self.position / self.samplerate
+            self.position += self.blocksize
+            self.callback(block.reshape(-1, 1), self.blocksize, CallbackTime(inputBufferAdcTime=t, currentTime=t), None)
+            sent += 1
+        return sent
+
+
+class RecordingSpeaker:
+    """A speaker that pulls blocks from an output callback and keeps them, for tests and files."""
+
+    def __init__(self, callback: AudioCallback, blocksize: int = 1024, samplerate: int = 22_050):
+        self.callback = callback
+        self.blocksize = blocksize
+        self.samplerate = samplerate
+        self.blocks: list[np.ndarray] = []
+        self.active = False
+
+    def start(self) -> None:
+        self.active = True
+
+    def stop(self) -> None:
+        self.active = False
+
+    abort = stop
+    close = stop
+
+    def pull(self, n_blocks: int = 1) -> list[np.ndarray]:
+        """Ask the callback for n blocks, as the sound card would; returns the new blocks."""
+        new = []
+        for _ in range(n_blocks):
+            out = np.zeros((self.blocksize, 1), np.float32)
+            t = sum(b.shape[0] for b in self.blocks) / self.samplerate
+            self.callback(out, self.blocksize, CallbackTime(outputBufferDacTime=t, currentTime=t), None)
+            self.blocks.append(out[:, 0].copy())
+            new.append(self.blocks[-1])
+        return new
+
+    @property
+    def recording(self) -> np.ndarray:
+        return np.concatenate(self.blocks) if self.blocks else np.zeros(0, np.float32)
+
+
+# ---------------------------------------------------------------- sounddevice backend
+
+
+def _devices() -> list[dict]:
+    try:
+        import sounddevice as sd
+    except OSError as e:  # libportaudio2 missing
+        raise NoAudioDeviceError(f"PortAudio is not available ({e}); install the Debian package libportaudio2") from None
+    return [dict(d) for d in sd.query_devices()]
+
+
+def describe_devices() -> str:
+    devices = _devices()
+    if not devices:
+        return "no audio devices found"
+    return "; ".join(f"[{i}] {d['name']} (in {d['max_input_channels']}, out {d['max_output_channels']})"
+                     for i, d in enumerate(devices))
+
+
+def _pick_device(kind: str, device: int | str | None) -> int | str | None:
+    devices = _devices()
+    key = "max_input_channels" if kind == "input" else "max_output_channels"
+    usable = [i for i, d in enumerate(devices) if d[key] > 0]
+    if not usable:
+        found = describe_devices()
+        raise NoAudioDeviceError(f"no {kind} audio device; devices found: {found}. "
+                                 f"Use a WAV file instead (e.g. `agent-runtime transcribe FILE.wav`).")
+    if device is not None:
+        return device
+    import sounddevice as sd
+    default = sd.default.device[0 if kind == "input" else 1]
+    return default if default is not None and default >= 0 else usable[0]
+
+
+def open_input_stream(callback: AudioCallback, device: int | str | None = None,
+                      samplerate: int = SAMPLE_RATE, blocksize: int = BLOCK_FRAMES):
+    """A sounddevice InputStream (mono float32) driving `callback`; NoAudioDeviceError when there is none."""
+    import sounddevice as sd
+    dev = _pick_device("input", device)
+    try:
+        return sd.InputStream(device=dev, channels=1, samplerate=samplerate, blocksize=blocksize,
+                              dtype="float32", callback=callback)
+    except sd.PortAudioError as e:
+        raise NoAudioDeviceError(f"cannot open input device {dev!r}: {e}; devices found: {describe_devices()}") from None
+
+
+def open_output_stream(callback: AudioCallback, samplerate: int, device: int | str | None = None,
+                       blocksize: int = 1024):
+    """A sounddevice OutputStream (mono float32) pulling from `callback`; NoAudioDeviceError when there is none."""
+    import sounddevice as sd
+    dev = _pick_device("output", device)
+    try:
+        return sd.OutputStream(device=dev, channels=1, samplerate=samplerate, blocksize=blocksize,
+                               dtype="float32", callback=callback)
+    except sd.PortAudioError as e:
+        raise NoAudioDeviceError(f"cannot open output device {dev!r}: {e}; devices found: {describe_devices()}") from None

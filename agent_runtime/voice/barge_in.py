@@ -1,0 +1,159 @@
+"""Barge-in: the user talks over the agent's commentary, and the commentary stops at once.
+
+The interrupt order is fixed: bump the session generation FIRST (so every consumer drops stale work
+at its next consumption point), then clear playback (silent at the next audio block), abort TTS
+and clear its queue, then call the engine's hook to stop commentary decoding.
+
+With open speakers the agent's own voice reaches the microphone and triggers the VAD; echo
+cancellation alone was not enough. Modes:
+  "pause_confirm": pause playback on VAD onset; confirm by a recognized command in a long-enough
+                   utterance or by `min_speech_ms` of continued speech; resume on a false trigger.
+  "half_duplex":   the microphone is not listened to while the agent talks (`listening` is False).
+  "immediate":     interrupt on VAD onset (headphones, no echo).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Protocol
+
+from agent_runtime.generation import SessionGeneration
+from agent_runtime.voice.playback import PlaybackBuffer
+from agent_runtime.voice.recognizer import Hypothesis, StablePrefix
+from agent_runtime.voice.vad import SpeechStarted, SpeechStopped
+
+MODES = ("pause_confirm", "half_duplex", "immediate")
+
+
+class Abortable(Protocol):
+    def abort_and_clear(self) -> int: ...
+
+
+@dataclass
+class BargeInRecord:
+    """One barge-in attempt, for metrics: when it was detected, what happened, how fast."""
+
+    detected_wall: float
+    detected_ms: float  # stream time of the VAD onset detection
+    outcome: str = "pending"  # "interrupted" | "resumed" (false trigger)
+    reason: str = ""
+    generation: int | None = None
+    bump_wall: float | None = None
+    tts_dropped: int = 0
+
+    @property
+    def detection_to_bump_ms(self) -> float | None:
+        return None if self.bump_wall is None else (self.bump_wall - self.detected_wall) * 1000.0
+
+
+@dataclass
+class BargeInController:
+    """Consumes the listening pipeline's frames; pauses, confirms and performs interruptions.
+
+    Call `feed(frames, stream_ms)` once per microphone block with the frames that block produced
+    (check `listening` first: in half-duplex mode the mic is ignored while the agent talks).
+    `on_interrupt(generation, reason)` is the engine's hook to stop commentary decoding;
+    `on_command(command, hypothesis)` fires once per utterance when a command may be committed.
+    """
+
+    session: SessionGeneration
+    playback: PlaybackBuffer
+    tts: Abortable | None = None
+    mode: str = "pause_confirm"
+    min_speech_ms: float = 800.0  # continued speech that confirms a paused barge-in (longer than "stop" + hangover)
+    min_command_ms: float = 200.0  # an utterance shorter than this cannot confirm with a command
+    on_interrupt: Callable[[int, str], None] | None = None
+    on_command: Callable[[str, Hypothesis], None] | None = None
+    records: list[BargeInRecord] = field(default_factory=list)
+
+    def __post_init__(self):
+        if self.mode not in MODES:
+            raise ValueError(f"barge-in mode must be one of {MODES}, not {self.mode!r}")
+        self._pending: BargeInRecord | None = None
+        self._speech_start_ms: float | None = None
+        self._prefix = StablePrefix()
+        self._commanded_utterance: int | None = None
+
+    @property
+    def listening(self) -> bool:
+        """Whether mic audio should go to the listening pipeline now."""
+        return not (self.mode == "half_duplex" and self.playback.active)
+
+    def feed(self, frames: list, stream_ms: float) -> None:
+        for frame in frames:
+            if isinstance(frame, SpeechStarted):
+                self._on_speech_started(frame)
+            elif isinstance(frame, SpeechStopped):
+                self._speech_start_ms = None
+            elif isinstance(frame, Hypothesis):
+                self._on_hypothesis(frame)
+        if self._pending is None:
+            return
+        if self._speech_start_ms is not None:
+            if stream_ms - self._speech_start_ms >= self.min_speech_ms:
+                self._interrupt("speech")
+        else:  # speech ended (its final, if any, came in this same batch) without confirming
+            self._resume()
+
+    def interrupt(self, reason: str = "manual") -> int:
+        """Interrupt now (push-to-talk, a key): the same sequence as a confirmed barge-in."""
+        if self._pending is None:
+            self._pending = BargeInRecord(time.monotonic(), -1.0)
+            self.records.append(self._pending)
+        return self._interrupt(reason)
+
+    # ------------------------------------------------------------------ internals
+
+    def _on_speech_started(self, event: SpeechStarted) -> None:
+        self._speech_start_ms = event.t_ms
+        self._prefix.reset()
+        if not self.playback.active or self.playback.paused or self._pending is not None:
+            return
+        record = BargeInRecord(time.monotonic(), event.detected_ms)
+        self.records.append(record)
+        self._pending = record
+        if self.mode == "immediate":
+            self._interrupt("vad")
+        elif self.mode == "pause_confirm":
+            self.playback.pause()  # silent from the next block; the queue is kept
+        else:  # half_duplex: should not hear anything while talking; ignore
+            self.records.pop()
+            self._pending = None
+
+    def _on_hypothesis(self, hyp: Hypothesis) -> None:
+        self._prefix.update(hyp.text, hyp.final)
+        command = self._prefix.committable_command
+        if self._pending is not None and command is not None and hyp.final:
+            start = hyp.speech_start_ms if hyp.speech_start_ms is not None else hyp.t_ms
+            end = hyp.speech_end_ms if hyp.speech_end_ms is not None else hyp.t_ms
+            if end - start >= self.min_command_ms:
+                self._interrupt(f"command:{command}")
+            else:
+                self._resume()
+        if command is not None and self._commanded_utterance != hyp.utterance and (
+                self._pending is None or hyp.final):
+            self._commanded_utterance = hyp.utterance
+            if self.on_command is not None:
+                self.on_command(command, hyp)
+
+    def _interrupt(self, reason: str) -> int:
+        record = self._pending
+        generation = self.session.bump(f"barge-in:{reason}")  # FIRST: everything older is now stale
+        bump_wall = time.monotonic()
+        self.playback.clear()
+        self.playback.resume()
+        dropped = self.tts.abort_and_clear() if self.tts is not None else 0
+        if self.on_interrupt is not None:
+            self.on_interrupt(generation, reason)
+        if record is not None:
+            record.outcome, record.reason, record.generation = "interrupted", reason, generation
+            record.bump_wall, record.tts_dropped = bump_wall, dropped
+        self._pending = None
+        return generation
+
+    def _resume(self) -> None:
+        if self._pending is not None:
+            self._pending.outcome = "resumed"
+        self._pending = None
+        self.playback.resume()

@@ -1,0 +1,249 @@
+"""The playback buffer between TTS and the speaker: bounded, generation-checked, and honest about what was heard.
+
+TTS outruns playback ~100x, so without a bound a whole paragraph would sit here after an
+interruption. The buffer therefore (1) bounds depth (the producer waits in `push`), (2) bounds age
+(chunks older than `max_age_ms` when their turn comes are dropped as late), and (3) checks the
+session generation at every output block: after a bump the very next block is silence and the
+stale chunks are discarded (counted). Only text whose audio was fully played is reported as heard,
+so only heard text enters the conversation history.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from agent_runtime.generation import GenerationBump, SessionGeneration
+from agent_runtime.voice.tts import SpeechChunk
+
+
+@dataclass(frozen=True)
+class HeardSpeech:
+    """One utterance's fate: the text the listener actually heard, and whether it was cut off."""
+
+    utterance: int
+    generation: int
+    heard: str
+    full_text: str
+    interrupted: bool
+
+
+@dataclass
+class PlaybackStats:
+    blocks: int = 0
+    played_blocks: int = 0
+    underruns: int = 0  # blocks with an utterance in progress but no audio ready
+    discarded_stale: int = 0  # chunks of an old generation dropped
+    discarded_late: int = 0  # chunks older than max_age_ms when their turn came
+    max_depth_ms: float = 0.0
+    depth_ms: float = 0.0
+    # interruption -> silence, per bump: blocks started after the bump until a silent one (0 = the next block)
+    interruptions: list[dict] = field(default_factory=list)
+
+
+class PlaybackBuffer:
+    """Feeds an output callback (sounddevice signature) block by block from queued SpeechChunks."""
+
+    def __init__(self, session: SessionGeneration, sample_rate: int = 22_050, max_depth_ms: float = 1500.0,
+                 max_age_ms: float = 4000.0):
+        self.session = session
+        self.sample_rate = sample_rate
+        self.max_depth_ms = max_depth_ms
+        self.max_age_ms = max_age_ms
+        self.stats = PlaybackStats()
+        self._queue: deque[SpeechChunk] = deque()
+        self._current: SpeechChunk | None = None
+        self._offset = 0  # samples of _current already played
+        self._queued_samples = 0
+        self._cond = threading.Condition()
+        self._paused = False
+        self._heard_end: dict[int, int] = {}  # utterance -> char offset heard so far
+        self._open: dict[int, SpeechChunk] = {}  # utterances started but not finished: a chunk of each
+        self._heard_log: list[HeardSpeech] = []
+        self._pending_bumps: list[GenerationBump] = []
+        self._closed = False
+        session.listeners.append(self._on_bump)
+
+    def close(self) -> None:
+        """Refuse further chunks and wake a producer blocked in `push` (shutdown)."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        if self._on_bump in self.session.listeners:
+            self.session.listeners.remove(self._on_bump)
+
+    # ------------------------------------------------------------------ producer side
+
+    def push(self, chunk: SpeechChunk, timeout: float | None = None) -> bool:
+        """Queue a chunk; waits while the buffer is full. False when the chunk is (or became) stale."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            while True:
+                if self._closed:
+                    return False
+                if not self.session.is_current(chunk.generation):
+                    self.stats.discarded_stale += 1
+                    return False
+                if self._queued_ms() < self.max_depth_ms or not self._queue:
+                    break
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return False
+                self._cond.wait(0.05 if left is None else min(0.05, left))
+            self._queue.append(chunk)
+            self._queued_samples += chunk.samples.size
+            self._open.setdefault(chunk.utterance, chunk)
+            self.stats.depth_ms = self._queued_ms()
+            self.stats.max_depth_ms = max(self.stats.max_depth_ms, self.stats.depth_ms)
+            return True
+
+    def clear(self) -> int:
+        """Drop everything queued (a barge-in); returns how many chunks were dropped."""
+        with self._cond:
+            dropped = self._drop(lambda c: True, late=False)
+            for first in list(self._open.values()):
+                self._close(first, interrupted=True)
+            return dropped
+
+    def pause(self) -> None:
+        """Silence from the next block on, keeping the queue (a barge-in not yet confirmed)."""
+        self._paused = True
+
+    def resume(self) -> None:
+        self._paused = False
+
+    @property
+    def paused(self) -> bool:
+        return self._paused
+
+    @property
+    def active(self) -> bool:
+        """True while speech is queued or playing (the agent is talking)."""
+        return self._current is not None or bool(self._queue) or bool(self._open)
+
+    def drain_heard(self) -> list[HeardSpeech]:
+        """Utterances that finished or were cut off since the last call, with the text actually heard."""
+        with self._cond:
+            out, self._heard_log = self._heard_log, []
+            return out
+
+    def heard_text(self, utterance: int) -> str:
+        chunk = self._open.get(utterance)
+        end = self._heard_end.get(utterance, 0)
+        return chunk.text[:end].strip() if chunk is not None else ""
+
+    # ------------------------------------------------------------------ consumer side (audio thread)
+
+    def callback(self, outdata: np.ndarray, frames: int, time_info=None, status=None) -> None:
+        """sounddevice output callback: fill one block, checking the generation first."""
+        with self._cond:
+            self.stats.blocks += 1
+            block_start = time.monotonic()
+            out = np.zeros(frames, np.float32)
+            generation = self.session.current
+            self._drop(lambda c: c.generation != generation, late=False)
+            for first in [c for c in self._open.values() if c.generation != generation]:
+                self._close(first, interrupted=True)  # aborted synthesis never sends its last chunk
+            pos = 0
+            if not self._paused:
+                while pos < frames:
+                    if self._current is None and not self._next_chunk(block_start):
+                        break
+                    chunk = self._current
+                    n = min(frames - pos, chunk.samples.size - self._offset)
+                    out[pos : pos + n] = chunk.samples[self._offset : self._offset + n]
+                    pos += n
+                    self._offset += n
+                    if self._offset >= chunk.samples.size:
+                        self._finish_chunk(chunk)
+                if pos < frames and self._open and not self._queue and self._current is None:
+                    self.stats.underruns += 1
+            if pos:
+                self.stats.played_blocks += 1
+            self._note_interruptions(silent=pos == 0, t=block_start)
+            self.stats.depth_ms = self._queued_ms()
+            self._cond.notify_all()
+        outdata[:, 0] = out
+        if outdata.shape[1] > 1:
+            outdata[:, 1:] = 0.0
+
+    # ------------------------------------------------------------------ internals
+
+    def _queued_ms(self) -> float:
+        rest = 0 if self._current is None else self._current.samples.size - self._offset
+        return (self._queued_samples + rest) * 1000.0 / self.sample_rate
+
+    def _next_chunk(self, now: float) -> bool:
+        while self._queue:
+            chunk = self._queue.popleft()
+            self._queued_samples -= chunk.samples.size
+            if (now - chunk.created) * 1000.0 > self.max_age_ms:
+                self.stats.discarded_late += 1  # skipped; the utterance goes on (with a gap)
+                if chunk.last:
+                    self._close(chunk, interrupted=True)
+                continue
+            self._current, self._offset = chunk, 0
+            return True
+        return False
+
+    def _finish_chunk(self, chunk: SpeechChunk) -> None:
+        if chunk.text_span is not None:
+            self._heard_end[chunk.utterance] = max(self._heard_end.get(chunk.utterance, 0), chunk.text_span[1])
+        self._current, self._offset = None, 0
+        if chunk.last:
+            self._close(chunk, interrupted=False)
+
+    def _drop(self, predicate, late: bool) -> int:
+        dropped = 0
+        if self._current is not None and predicate(self._current):
+            self._close(self._current, interrupted=True)
+            self._current, self._offset = None, 0
+            dropped += 1
+        keep = deque()
+        for chunk in self._queue:
+            if predicate(chunk):
+                dropped += 1
+                self._queued_samples -= chunk.samples.size
+                self._close(chunk, interrupted=True)
+            else:
+                keep.append(chunk)
+        self._queue = keep
+        if late:
+            self.stats.discarded_late += dropped
+        else:
+            self.stats.discarded_stale += dropped
+        return dropped
+
+    def _close(self, chunk: SpeechChunk, interrupted: bool) -> None:
+        """Record an utterance's heard text once: at its last chunk or when its chunks are dropped."""
+        if chunk.utterance not in self._open:
+            return
+        first = self._open.pop(chunk.utterance)
+        end = len(first.text) if not interrupted else self._heard_end.get(chunk.utterance, 0)
+        self._heard_end.pop(chunk.utterance, None)
+        self._heard_log.append(HeardSpeech(chunk.utterance, chunk.generation, first.text[:end].strip(),
+                                           first.text, interrupted))
+
+    def _on_bump(self, bump: GenerationBump) -> None:
+        self._pending_bumps.append(bump)
+
+    def _note_interruptions(self, silent: bool, t: float) -> None:
+        for rec in self.stats.interruptions:
+            if rec["silent_after_blocks"] is None:
+                if silent:
+                    rec["silent_after_blocks"] = rec["blocks_seen"]
+                    rec["silence_ms"] = (t - rec["t"]) * 1000.0
+                else:
+                    rec["blocks_seen"] += 1
+        while self._pending_bumps:
+            bump = self._pending_bumps.pop(0)
+            rec = {"generation": bump.generation, "reason": bump.reason, "t": bump.t,
+                   "blocks_seen": 0, "silent_after_blocks": None, "silence_ms": None}
+            if silent:  # this block was filled after the bump
+                rec["silent_after_blocks"] = 0
+                rec["silence_ms"] = (t - bump.t) * 1000.0
+            self.stats.interruptions.append(rec)

@@ -1,0 +1,263 @@
+"""Streaming command recognition: silero VAD endpointing in front of pocketsphinx with a JSGF grammar.
+
+Audio flows through processors as frames, Pipecat-style but small: an audio block goes into the
+`ListeningPipeline`, which runs the VAD on it, feeds speech (plus a short pre-roll) to the
+`CommandRecognizer`, and returns the frames produced: VAD events and `Hypothesis` objects.
+Partial hypotheses can change; only a `StablePrefix` or a final result is meant to be committed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from agent_runtime.voice.vad import SAMPLE_RATE, SpeechStarted, SpeechStopped, VadEvent, VoiceActivityDetector
+from agent_runtime.voice.voice_commands import PHRASES, command_for, jsgf_grammar, normalize
+
+
+@dataclass(frozen=True)
+class Hypothesis:
+    """What the recognizer believes was said so far in one utterance.
+
+    t_ms: stream time of the newest audio this hypothesis describes.
+    audio_age_ms: how old that newest audio was (wall clock since it arrived) when this was produced.
+    """
+
+    text: str
+    command: str | None
+    final: bool
+    t_ms: float
+    audio_age_ms: float
+    utterance: int = 0
+    speech_start_ms: float | None = None
+    speech_end_ms: float | None = None  # finals only: where the VAD put the end of speech
+
+    def to_json(self) -> dict:
+        return {"text": self.text, "final": self.final, "t_ms": round(self.t_ms, 1),
+                "audio_age_ms": round(self.audio_age_ms, 1), "command": self.command}
+
+
+class CommandRecognizer:
+    """pocketsphinx decoding against the command grammar, one utterance at a time, incrementally.
+
+    Cepstral mean normalization starts from the model's default and only adapts while decoding, so
+    the very first utterance of a session is often misheard ("turn left" -> "shoot"). The first
+    `warmup_utterances` finals are therefore decoded a second time with the adapted CMN (~10 ms).
+    """
+
+    def __init__(self, grammar: str | None = None, warmup_utterances: int = 1):
+        import pocketsphinx as ps
+
+        config = ps.Config(loglevel="FATAL")  # grammar-mismatch notices would clutter CLI stderr
+        config["samprate"] = SAMPLE_RATE
+        self.decoder = ps.Decoder(config)
+        self.decoder.add_jsgf_string("commands", grammar or jsgf_grammar())
+        self.decoder.activate_search("commands")
+        self.in_utterance = False
+        self.decode_seconds = 0.0
+        self.warmup_left = warmup_utterances
+        self._audio: list[bytes] = []
+
+    def start(self) -> None:
+        if self.in_utterance:
+            self.decoder.end_utt()
+        self.decoder.start_utt()
+        self.in_utterance = True
+        self._audio = []
+
+    def feed(self, samples: np.ndarray) -> None:
+        pcm = (np.clip(samples, -1.0, 1.0) * 32767.0).astype("<i2").tobytes()
+        if self.warmup_left > 0:
+            self._audio.append(pcm)
+        t0 = time.perf_counter()
+        self.decoder.process_raw(pcm, False, False)
+        self.decode_seconds += time.perf_counter() - t0
+
+    def partial(self) -> str:
+        hyp = self.decoder.hyp()
+        return normalize(hyp.hypstr) if hyp is not None else ""
+
+    def finish(self) -> str:
+        t0 = time.perf_counter()
+        self.decoder.end_utt()
+        if self.warmup_left > 0:
+            self.warmup_left -= 1
+            self.decoder.start_utt()
+            self.decoder.process_raw(b"".join(self._audio), False, True)
+            self.decoder.end_utt()
+            self._audio = []
+        self.decode_seconds += time.perf_counter() - t0
+        self.in_utterance = False
+        return self.partial()
+
+
+@dataclass
+class ListeningPipeline:
+    """Audio blocks in; VAD events and hypotheses out. The same code serves a live mic and a file.
+
+    `push(block, arrival=None)`: `arrival` is the monotonic time the block arrived (a live input
+    callback passes it; files default to "now"), used for each hypothesis's audio age.
+    """
+
+    vad: VoiceActivityDetector = field(default_factory=VoiceActivityDetector)
+    recognizer: CommandRecognizer = field(default_factory=CommandRecognizer)
+    preroll_ms: int = 256  # audio kept from before the VAD onset so the first phoneme is not cut
+    partial_every_ms: int = 96  # how often a partial hypothesis is asked for
+    max_utterance_ms: int = 6000  # force a final result on endless "speech" (music, a stuck VAD)
+
+    def __post_init__(self):
+        self._preroll: deque[np.ndarray] = deque(maxlen=max(1, self.preroll_ms // 32))
+        self._utterance = 0
+        self._since_partial_ms = 0.0
+        self._last_partial = ""
+        self._speech_start_ms = 0.0
+
+    @property
+    def stream_ms(self) -> float:
+        return self.vad.stream_ms
+
+    def push(self, block: np.ndarray, arrival: float | None = None) -> list[VadEvent | Hypothesis]:
+        arrival = time.monotonic() if arrival is None else arrival
+        frames: list[VadEvent | Hypothesis] = []
+        for w in self.vad.process(block):
+            event = w.event
+            if isinstance(event, SpeechStarted):
+                frames.append(event)
+                self._begin(event)
+            if self.recognizer.in_utterance:
+                self.recognizer.feed(w.samples)
+                self._since_partial_ms += 32.0
+                if isinstance(event, SpeechStopped):
+                    frames.append(event)
+                    frames.extend(self._end(w.end_ms, arrival, event.t_ms))
+                elif w.end_ms - self._speech_start_ms >= self.max_utterance_ms:
+                    frames.extend(self._end(w.end_ms, arrival, w.end_ms))
+                elif self._since_partial_ms >= self.partial_every_ms:
+                    frames.extend(self._partial(w.end_ms, arrival))
+            else:
+                self._preroll.append(w.samples)
+        return frames
+
+    def flush(self, arrival: float | None = None) -> list[Hypothesis]:
+        """End of stream: finish an open utterance (a file that ends mid-speech)."""
+        if not self.recognizer.in_utterance:
+            return []
+        return self._end(self.stream_ms, time.monotonic() if arrival is None else arrival, self.stream_ms)
+
+    def _begin(self, event: SpeechStarted) -> None:
+        self._utterance += 1
+        self._speech_start_ms = event.t_ms
+        self._since_partial_ms = 0.0
+        self._last_partial = ""
+        self.recognizer.start()
+        for chunk in self._preroll:
+            self.recognizer.feed(chunk)
+        self._preroll.clear()
+
+    def _partial(self, t_ms: float, arrival: float) -> list[Hypothesis]:
+        self._since_partial_ms = 0.0
+        text = self.recognizer.partial()
+        if not text or text == self._last_partial:
+            return []
+        self._last_partial = text
+        return [Hypothesis(text, command_for(text), False, t_ms, (time.monotonic() - arrival) * 1000.0,
+                           self._utterance, self._speech_start_ms)]
+
+    def _end(self, t_ms: float, arrival: float, speech_end_ms: float) -> list[Hypothesis]:
+        text = self.recognizer.finish()
+        if not text:
+            return []
+        return [Hypothesis(text, command_for(text), True, t_ms, (time.monotonic() - arrival) * 1000.0,
+                           self._utterance, self._speech_start_ms, speech_end_ms)]
+
+    def run(self, samples: np.ndarray, block: int = 512) -> list[VadEvent | Hypothesis]:
+        """Push a whole 16 kHz array block by block (faster than real time) and flush."""
+        frames = []
+        for i in range(0, len(samples), block):
+            frames.extend(self.push(samples[i : i + block]))
+        frames.extend(self.flush())
+        return frames
+
+
+@dataclass(frozen=True)
+class PrefixUpdate:
+    """What a display or a history may do after a hypothesis.
+
+    stable: words that may be committed now (replace the previously committed text with this).
+    unstable: the rest of the hypothesis, to show but not commit.
+    retracted: previously stable words that a revision took back (committed text must drop them).
+    """
+
+    stable: str
+    unstable: str
+    retracted: str
+    final: bool
+
+
+class StablePrefix:
+    """Which part of a stream of partial hypotheses may be committed.
+
+    A word prefix is stable once the last `agreement` hypotheses share it, or when the result is
+    final. If a later hypothesis revises a stable word, the update says which words were retracted,
+    so the committed text is replaced rather than appended to and nothing stale is left behind.
+    """
+
+    def __init__(self, agreement: int = 2):
+        self.agreement = agreement
+        self.reset()
+
+    def reset(self) -> None:
+        self._recent: deque[list[str]] = deque(maxlen=self.agreement)
+        self.stable_words: list[str] = []
+        self.final = False
+
+    @property
+    def stable(self) -> str:
+        return " ".join(self.stable_words)
+
+    def update(self, text: str, final: bool = False) -> PrefixUpdate:
+        words = normalize(text).split()
+        if self.final:  # a new utterance after a final result
+            self.reset()
+        self._recent.append(words)
+        if final:
+            new_stable = words
+        elif len(self._recent) < self.agreement:
+            new_stable = _common_prefix([self.stable_words, words]) if self.stable_words else []
+        else:
+            new_stable = _common_prefix(list(self._recent))
+            # never un-commit words still agreed by the newest hypothesis unless it revised them
+            if len(new_stable) < len(self.stable_words) and words[: len(self.stable_words)] == self.stable_words:
+                new_stable = self.stable_words
+        keep = len(_common_prefix([self.stable_words, new_stable]))
+        retracted = self.stable_words[keep:]
+        self.stable_words = list(new_stable)
+        self.final = final
+        return PrefixUpdate(self.stable, " ".join(words[len(new_stable):]), " ".join(retracted), final)
+
+    @property
+    def committable_command(self) -> str | None:
+        """A command that may be acted on now: final, or a stable whole phrase no other phrase extends."""
+        text = self.stable
+        command = command_for(text)
+        if command is None:
+            return None
+        if self.final:
+            return command
+        longer = [p for p in PHRASES if p != text and p.startswith(text + " ")]
+        return None if longer else command
+
+
+def _common_prefix(seqs: list[list[str]]) -> list[str]:
+    if not seqs:
+        return []
+    out = []
+    for items in zip(*seqs):
+        if all(w == items[0] for w in items):
+            out.append(items[0])
+        else:
+            break
+    return out

@@ -1,0 +1,71 @@
+"""The spoken command set: phrases, their command strings, the JSGF grammar, and env buttons.
+
+A small closed grammar is what makes offline recognition usable here (free-vocabulary pocketsphinx
+missed most commands; a ~10-phrase grammar got 98-100%). The grammar always returns its nearest
+phrase, so callers must not treat every hypothesis as a command without the VAD/endpointing context.
+"""
+
+from __future__ import annotations
+
+# phrase (lower case, words in the pocketsphinx dictionary) -> command string
+PHRASES: dict[str, str] = {
+    "turn left": "TURN_LEFT",
+    "turn right": "TURN_RIGHT",
+    "shoot": "ATTACK",
+    "go forward": "MOVE_FORWARD",
+    "go back": "MOVE_BACKWARD",
+    "move left": "MOVE_LEFT",
+    "move right": "MOVE_RIGHT",
+    "stop": "STOP",
+    "what do you see": "DESCRIBE",
+    "open the door": "USE",
+}
+
+COMMANDS: tuple[str, ...] = tuple(dict.fromkeys(PHRASES.values()))
+
+# Commands that are not env actions (they go to the language model instead).
+NON_ACTION_COMMANDS = frozenset({"DESCRIBE"})
+
+# Delta-button fallbacks when a scenario has no binary button for a motion (degrees / units per tic).
+_DELTA_FALLBACK = {
+    "TURN_LEFT": ("TURN_LEFT_RIGHT_DELTA", -10.0),
+    "TURN_RIGHT": ("TURN_LEFT_RIGHT_DELTA", 10.0),
+    "MOVE_FORWARD": ("MOVE_FORWARD_BACKWARD_DELTA", 10.0),
+    "MOVE_BACKWARD": ("MOVE_FORWARD_BACKWARD_DELTA", -10.0),
+    "MOVE_LEFT": ("MOVE_LEFT_RIGHT_DELTA", -10.0),
+    "MOVE_RIGHT": ("MOVE_LEFT_RIGHT_DELTA", 10.0),
+}
+
+
+def jsgf_grammar(phrases: dict[str, str] | None = None) -> str:
+    """The JSGF text pocketsphinx decodes against: one public rule, one alternative per phrase."""
+    phrases = PHRASES if phrases is None else phrases
+    alternatives = " | ".join(phrases)
+    return f"#JSGF V1.0;\ngrammar commands;\npublic <command> = {alternatives} ;\n"
+
+
+def normalize(text: str) -> str:
+    return " ".join(text.lower().replace("(", " ").replace(")", " ").split())
+
+
+def command_for(text: str) -> str | None:
+    """The command string a recognized text means, or None when it is not a whole phrase."""
+    return PHRASES.get(normalize(text))
+
+
+def command_to_buttons(command: str, buttons: tuple[str, ...]) -> dict[str, float] | None:
+    """Map a voice command to button values for the scenario's buttons.
+
+    Returns {"TURN_LEFT": 1.0} and so on; {} for STOP (release everything); None when the scenario
+    has no button for it or when the command is not an action (DESCRIBE).
+    """
+    if command in NON_ACTION_COMMANDS:
+        return None
+    if command == "STOP":
+        return {}
+    if command in buttons:
+        return {command: 1.0}
+    fallback = _DELTA_FALLBACK.get(command)
+    if fallback and fallback[0] in buttons:
+        return {fallback[0]: fallback[1]}
+    return None

@@ -1,0 +1,54 @@
+"""Test helper: speak a phrase with espeak-ng or flite into a 16 kHz float32 array (no sound card)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from agent_runtime.voice.audio_io import SAMPLE_RATE, read_wav, resample
+
+VOICES = ("espeak:en-us", "flite:slt", "espeak:en-gb", "flite:rms")
+
+
+def available_voices() -> list[str]:
+    return [v for v in VOICES if shutil.which(v.split(":")[0] if v.startswith("flite") else "espeak-ng")]
+
+
+def synthesize(text: str, voice: str = "espeak:en-us", rate: int = SAMPLE_RATE) -> np.ndarray:
+    """Synthesize `text` with voice "espeak:<name>" or "flite:<name>" as float32 mono at `rate`."""
+    engine, name = voice.split(":", 1)
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "s.wav"
+        if engine == "espeak":
+            cmd = ["espeak-ng", "-v", name, "-s", "150", "-w", str(path), text]
+        elif engine == "flite":
+            cmd = ["flite", "-voice", name, "-t", text, "-o", str(path)]
+        else:
+            raise ValueError(voice)
+        subprocess.run(cmd, check=True, capture_output=True, timeout=30)
+        x, sr = read_wav(path)
+    return resample(x, sr, rate)
+
+
+def with_silence(x: np.ndarray, before_s: float = 0.5, after_s: float = 1.0, rate: int = SAMPLE_RATE) -> np.ndarray:
+    return np.concatenate([np.zeros(int(before_s * rate), np.float32), x, np.zeros(int(after_s * rate), np.float32)])
+
+
+def add_noise(x: np.ndarray, snr_db: float = 20.0, seed: int = 0) -> np.ndarray:
+    """White noise at the given speech-to-noise ratio (speech power measured on the non-silent part)."""
+    rng = np.random.default_rng(seed)
+    voiced = x[np.abs(x) > 1e-3]
+    p = float(np.mean(voiced**2)) if voiced.size else 1e-4
+    noise = rng.normal(0.0, np.sqrt(p / 10 ** (snr_db / 10)), x.size).astype(np.float32)
+    return (x + noise).astype(np.float32)
+
+
+def utterance(text: str, voice: str = "espeak:en-us", snr_db: float | None = None,
+              before_s: float = 0.5, after_s: float = 1.0) -> np.ndarray:
+    """A phrase padded with silence (and noise over the whole clip when snr_db is given)."""
+    x = with_silence(synthesize(text, voice), before_s, after_s)
+    return x if snr_db is None else add_noise(x, snr_db)
