@@ -12,6 +12,7 @@ from agent_runtime.errors import UserError
 COMMANDS = {
     "episode": "Run headless ViZDoom episodes and print their results.",
     "bench": "Benchmarks: `bench kv` (blocks and views), `bench reaction` (multi-stream vs sequential), `bench memory`.",
+    "live": "Real-time play: the agent plays while you type or speak commands (--voice).",
     "transcribe": "Transcribe voice commands in a WAV file with the live VAD + grammar pipeline.",
     "replay": "Check a recording: replay its .lmp and compare frames with its events (--video, --rerun).",
     "timeline": "Draw a recording's events as a swimlane PNG.",

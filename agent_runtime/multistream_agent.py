@@ -30,7 +30,8 @@ from agent_runtime.generation import SessionGeneration
 from agent_runtime.kv_block_store import Block
 from agent_runtime.model_runner import ModelRunner, StreamInput
 from agent_runtime.recording.recording import screen_hash
-from agent_runtime.prompts import ACTION_PROMPT, FRAME_PREFIX, THOUGHT_PROMPT, USER_PREFIX, system_prompt
+from agent_runtime.prompts import (ACTION_PROMPT, COMMENTARY_PROMPT, FRAME_PREFIX, HEARD_PREFIX, THOUGHT_PROMPT,
+                                   USER_PREFIX, system_prompt)
 from agent_runtime.sync_world import TimedFrame
 from agent_runtime.view import View
 from agent_runtime.view_sections import ViewSections
@@ -47,6 +48,10 @@ class AgentStats:
     decisions: int = 0
     decisions_abandoned: int = 0
     joint_decode_steps: int = 0  # steps in which Thinker and action stream decoded in the same forward
+    remarks_started: int = 0
+    remarks_stopped: int = 0  # cut off by a generation bump (barge-in)
+    commentary_tokens: int = 0
+    heard_commits: int = 0
     batch_log: deque = field(default_factory=lambda: deque(maxlen=256))
 
 
@@ -76,6 +81,19 @@ class _ActionState:
         self.last_frame_tic = -1
 
 
+class _CommentaryState:
+    """A remark being decoded. Its block is diagnostic only: no other view reads unheard text."""
+
+    def __init__(self):
+        self.view: View | None = None
+        self.pending: list[int] = []
+        self.generation = 0
+        self.text = ""
+        self.sent_upto = 0
+        self.tokens = 0
+        self.last_start_ms = -1e18
+
+
 class _ThinkerState:
     def __init__(self, view: View, prompt: list[int]):
         self.view = view
@@ -88,13 +106,20 @@ class MultiStreamAgent:
                  generation: SessionGeneration, *, scenario: str, bus: EventBus | None = None, seed: int = 0,
                  think: bool = True, temperature: float = 0.8, prefill_tokens_per_step: int = 96,
                  decisions_per_block: int = 8, action_history_blocks: int = 1, user_blocks: int = 2,
-                 decision_mode: str = "score"):
+                 decision_mode: str = "score", commentary: bool = False, on_sentence=None,
+                 commentary_interval_ms: float = 4000.0, commentary_max_tokens: int = 24):
         """decision_mode: "score" decides a command in ONE forward by scoring every command's tokens as
         parallel branches over the same view (exact: the prompt's KV is written before the branches attend);
         "decode" walks the grammar token by token and also lets the model choose a tic count."""
         if decision_mode not in ("score", "decode"):
             raise ValueError(f"decision_mode must be 'score' or 'decode', not {decision_mode!r}")
         self.decision_mode = decision_mode
+        self.commentary_enabled = commentary
+        self.on_sentence = on_sentence  # on_sentence(text, generation): a finished sentence to speak
+        self.commentary_interval_ms = commentary_interval_ms
+        self.commentary_max_tokens = commentary_max_tokens
+        self.commentary = _CommentaryState()
+        self.pending_heard: deque[list[int]] = deque()
         self.runner = runner
         self.store = runner.store
         self.tok = tokenizer
@@ -106,7 +131,7 @@ class MultiStreamAgent:
         self.temperature = temperature
         self.prefill_tokens_per_step = prefill_tokens_per_step
         self.decisions_per_block = decisions_per_block
-        self.caps = {"actions": action_history_blocks, "user": user_blocks,
+        self.caps = {"actions": action_history_blocks, "user": user_blocks, "commentary": 2,
                      "thoughts": budgets.thinker_paragraphs_in_view, "frames": budgets.frames_in_view}
         self.rng = torch.Generator().manual_seed(seed)
         self.stats = AgentStats()
@@ -114,10 +139,12 @@ class MultiStreamAgent:
         self._enc = {}
         self.thought_prompt = self._encode(THOUGHT_PROMPT)
         self.action_prompt = self._encode(ACTION_PROMPT)
+        self.commentary_prompt = self._encode(COMMENTARY_PROMPT)
         self.end_tokens = {t for t in (tokenizer.eos_token_id,) if t is not None}
         self.scorer = CommandScorer(grammar, tokenizer)
 
-        self.sections: dict[str, list[Block]] = {k: [] for k in ("system", "user", "thoughts", "actions", "frames")}
+        self.sections: dict[str, list[Block]] = {
+            k: [] for k in ("system", "user", "commentary", "thoughts", "actions", "frames")}
         self.frames: deque[_FrameEntry] = deque()
         self.pending_frames: deque[TimedFrame] = deque()
         self.pending_user: deque[list[int]] = deque()
@@ -131,12 +158,14 @@ class MultiStreamAgent:
         action_view = View(self.store, name="action")
         action_view.start_own("actions")
         self.action = _ActionState(action_view)
-        self.action_sections = ViewSections(self.action.view, [("system", None), ("user", None), ("thoughts", 1),
+        self.action_sections = ViewSections(self.action.view, [("system", None), ("user", None), ("commentary", 1),
+                                                               ("thoughts", 1),
                                                                ("actions", None), ("frames", None)])
         thinker_view = View(self.store, name="thinker")
         thinker_view.start_own("thought")
         self.thinker = _ThinkerState(thinker_view, self.thought_prompt)
-        self.thinker_sections = ViewSections(self.thinker.view, [("system", None), ("user", None), ("thoughts", None),
+        self.thinker_sections = ViewSections(self.thinker.view, [("system", None), ("user", None),
+                                                                 ("commentary", None), ("thoughts", None),
                                                                  ("actions", None), ("frames", None)])
         self._sync_views()
 
@@ -200,6 +229,16 @@ class MultiStreamAgent:
             budget -= len(tokens)
             self.sections["user"].append(block)
             self._cap("user")
+        while self.pending_heard and budget > 0:  # only speech the user actually heard enters history
+            tokens = self.pending_heard.popleft()
+            block = self.store.create("commentary")
+            view = View(self.store, own=block, name="heard")
+            scratch_views.append(view)
+            inputs.append(StreamInput(view, tokens, logits="none"))
+            roles.append("heard")
+            budget -= len(tokens)
+            self.sections["commentary"].append(block)
+            self._cap("commentary")
         self._sync_views()
 
         for role, inp in self._action_inputs(gen):
@@ -210,6 +249,10 @@ class MultiStreamAgent:
         if self.think:
             inputs.append(StreamInput(self.thinker.view, self.thinker.pending, logits="last"))
             roles.append("thinker")
+        commentary_input = self._commentary_input(now_ms, gen)
+        if commentary_input is not None:
+            inputs.append(commentary_input)
+            roles.append("commentary")
         if not inputs:
             return StepOutcome([], 0.0, 0, 0, [])
 
@@ -226,11 +269,14 @@ class MultiStreamAgent:
                     actions.append(act)
             elif role == "thinker":
                 self._thinker_consume(logits)
+            elif role == "commentary":
+                self._commentary_consume(logits)
         for v in scratch_views:
             if v.own is not None or v.blocks:
                 v.close()
 
-        decode_rows = sum(1 for r, i in zip(roles, inputs) if r in ("action", "thinker") and len(i.tokens) == 1)
+        decode_rows = sum(1 for r, i in zip(roles, inputs)
+                          if r in ("action", "thinker", "commentary") and len(i.tokens) == 1)
         self.stats.batch_roles = roles
         prefill_tokens = sum(len(i.tokens) for i in inputs) - decode_rows
         batch = [(r, len(i.tokens)) for r, i in zip(roles, inputs)]
@@ -324,6 +370,68 @@ class MultiStreamAgent:
             t.pending = [token]
             self._emit("token", "thinker", sim_ms=self.now_ms, token=token, text=text)
 
+    # -- commentary ----------------------------------------------------------------------------------
+    def commit_heard(self, text: str) -> None:
+        """Speech the user actually heard: it enters the commentary block other streams read."""
+        text = text.strip()
+        if text:
+            self.pending_heard.append(self._encode(HEARD_PREFIX + text))
+            self.stats.heard_commits += 1
+            self._emit("commentary_heard", "commentary", sim_ms=self.now_ms, text=text)
+
+    def stop_commentary(self, reason: str = "interrupted") -> None:
+        """Stop the remark being decoded (the barge-in hook); its unheard text never enters history."""
+        c = self.commentary
+        if c.view is None:
+            return
+        self._emit("commentary_stopped", "commentary", generation=c.generation, sim_ms=self.now_ms,
+                   reason=reason, text=c.text)
+        c.view.close()
+        c.view, c.pending = None, []
+        self.stats.remarks_stopped += 1
+
+    def _commentary_input(self, now_ms: float, gen: int) -> StreamInput | None:
+        c = self.commentary
+        if not self.commentary_enabled:
+            return None
+        if c.view is not None and c.generation != gen:  # consumers check the generation at consumption time
+            self.stop_commentary("generation")
+        if c.view is None:
+            if now_ms - c.last_start_ms < self.commentary_interval_ms or not self.frames:
+                return None
+            c.view = View(self.store, self.action.view.blocks[:], name="commentary")
+            c.view.start_own("remark")
+            c.pending, c.generation, c.text, c.sent_upto, c.tokens = list(self.commentary_prompt), gen, "", 0, 0
+            c.last_start_ms = now_ms
+            self.stats.remarks_started += 1
+        return StreamInput(c.view, c.pending, logits="last")
+
+    def _commentary_consume(self, logits) -> None:
+        c = self.commentary
+        if c.view is None:
+            return
+        probs = torch.softmax(logits / max(self.temperature, 1e-4), dim=-1)
+        token = int(torch.multinomial(probs, 1, generator=self.rng))
+        piece = self.tok.decode([token])
+        c.tokens += 1
+        self.stats.commentary_tokens += 1
+        ended = token in self.end_tokens or "\n" in piece or c.tokens >= self.commentary_max_tokens
+        if not ended:
+            c.text += piece
+            c.pending = [token]
+        cut = max(c.text.rfind(p) for p in ".!?") + 1
+        if ended:
+            cut = len(c.text)
+        sentence = c.text[c.sent_upto:cut].strip()
+        if sentence:
+            c.sent_upto = cut
+            self._emit("commentary_sentence", "commentary", generation=c.generation, sim_ms=self.now_ms, text=sentence)
+            if self.on_sentence is not None:
+                self.on_sentence(sentence, c.generation)
+        if ended:
+            c.view.close()
+            c.view, c.pending = None, []
+
     # -- bounds --------------------------------------------------------------------------------------
     def _expire(self, now_ms: float, gen: int) -> None:
         bound = self.budgets.max_frame_age_ms
@@ -385,12 +493,13 @@ class MultiStreamAgent:
                           tic=tic, sim_ms=sim_ms, **payload)
 
     def close(self) -> None:
+        self.stop_commentary("closed")
         self.action.view.close()
         self.thinker.view.close()
         for entry in self.frames:
             self.store.release(entry.block)
         self.frames.clear()
-        for name in ("system", "user", "thoughts", "actions"):
+        for name in ("system", "user", "commentary", "thoughts", "actions"):
             for b in self.sections[name]:
                 self.store.release(b)
             self.sections[name] = []

@@ -17,3 +17,5 @@ FRAME_PREFIX = "\n"  # frame lines are the bare observation: every token is reac
 THOUGHT_PROMPT = "\nThought:"
 ACTION_PROMPT = "\nAct:"
 USER_PREFIX = "\nUser: "
+COMMENTARY_PROMPT = "\nSay:"
+HEARD_PREFIX = "\nSaid: "

@@ -1,0 +1,78 @@
+"""`agent-runtime live`: real-time play with the multi-stream agent; typed commands, or voice with --voice."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from agent_runtime.errors import UserError
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--scenario", default=None, help="scenario name or .cfg (default: the config's)")
+    p.add_argument("--config", help="YAML run config (default configs/default.yaml)")
+    p.add_argument("--voice", action="store_true", help="spoken commands from the microphone and spoken commentary")
+    p.add_argument("--no-window", action="store_true", help="never open the ViZDoom window (it opens when a display exists)")
+    p.add_argument("--seconds", type=float, help="stop after this many seconds (default: when the episode ends)")
+    p.add_argument("--model", help="model: a safetensors directory, a .gguf file or tiny:llama (default: embedded)")
+    p.add_argument("--barge-in", default="pause_confirm", choices=("pause_confirm", "half_duplex", "immediate"),
+                   help="how user speech interrupts commentary: pause_confirm (open speakers, default), "
+                        "half_duplex (no listening while talking), immediate (headset)")
+    p.add_argument("--input-device", help="microphone device index or name (see `python -m sounddevice`)")
+    p.add_argument("--output-device", help="speaker device index or name")
+    p.add_argument("--json", action="store_true", help="print the session result as JSON")
+
+
+def _device(value):
+    return int(value) if value is not None and value.isdigit() else value
+
+
+def run(args: argparse.Namespace) -> int:
+    from agent_runtime.action_grammar import expressible
+    from agent_runtime.config import load_config
+    from agent_runtime.generation import SessionGeneration
+    from agent_runtime.live_session import TypedCommands, run_live
+    from agent_runtime.llm_episode import LLMRuntime
+    from agent_runtime.model_loader import load_model, set_threads
+    from envs.doom_env import DoomEnv
+    from envs.scenarios import ScenarioError, resolve_scenario
+
+    config = load_config(args.config, scenario=args.scenario, clock="realtime")
+    if args.seconds is not None and args.seconds <= 0:
+        raise UserError(f"--seconds must be positive (got {args.seconds})")
+    try:
+        resolve_scenario(config.scenario)
+    except ScenarioError as e:
+        raise UserError(str(e)) from None
+    window = bool(os.environ.get("DISPLAY")) and not args.no_window
+    generation = SessionGeneration()
+    voice = None
+    if args.voice:
+        from agent_runtime.voice.voice_io import VoiceIO
+
+        voice = VoiceIO(generation, mode=args.barge_in, input_device=_device(args.input_device),
+                        output_device=_device(args.output_device))  # no device: a clear error listing devices
+    with DoomEnv(config.scenario, resolution=config.resolution, clock="realtime", seed=config.seed, window=window) as env:
+        bad = [b for b in env.buttons if not expressible(b)]
+        if bad:
+            raise UserError(f"{env.scenario} has button(s) {', '.join(bad)} that the action grammar cannot express")
+        threads = set_threads(config.model.threads)
+        loaded = load_model(args.model or config.model.path, dtype=config.model.dtype)
+        runtime = LLMRuntime.build(loaded, config, env.buttons, scenario=env.scenario)
+        typed = TypedCommands() if sys.stdin.isatty() else None
+        print(f"live: {env.scenario}, {loaded.model_id}, {threads} thread(s), window {'on' if window else 'off'}, "
+              f"voice {'on' if voice else 'off'}" + ("; type commands like 'turn left' + Enter" if typed else ""),
+              file=sys.stderr, flush=True)
+
+        def progress(tic, kills, executed):
+            print(f"  .. tic {tic}, kills {kills}, actions {executed}", file=sys.stderr, flush=True)
+
+        result = run_live(env, runtime, seconds=args.seconds, voice=voice, typed=typed, generation=generation,
+                          progress=progress)
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(", ".join(f"{k} {v:.0f}" if isinstance(v, float) else f"{k} {v}" for k, v in result.items()))
+    return 0

@@ -1,0 +1,122 @@
+"""Live play: ViZDoom in real time, the multi-stream agent, typed or spoken commands, spoken commentary.
+
+Between engine steps the loop releases due buttons, reads the newest frame, takes user commands (typed
+lines or recognized voice; each bumps the generation first and acts directly on the next frame), commits
+the commentary the user actually heard, and runs one engine step. Actions execute as soon as they are
+emitted, unless the executor fences them.
+"""
+
+from __future__ import annotations
+
+import queue
+import sys
+import threading
+
+from envs.doom_env import DoomEnv
+
+from agent_runtime.action_executor import ActionExecutor
+from agent_runtime.action_grammar import Command
+from agent_runtime.events import EventBus
+from agent_runtime.generation import SessionGeneration
+from agent_runtime.llm_episode import percentile
+from agent_runtime.multistream_agent import MultiStreamAgent
+from agent_runtime.realtime_world import RealTimeWorld
+from agent_runtime.sync_world import TimedFrame
+from agent_runtime.voice.voice_commands import command_for, command_to_buttons
+
+USER_HOLD_TICS = 6
+
+
+def user_command(name: str, buttons: tuple[str, ...]) -> Command | None:
+    """A recognized command as an env action (None for DESCRIBE or a button the scenario lacks)."""
+    pressed = command_to_buttons(name, buttons)
+    if pressed is None:
+        return None
+    return Command(name, pressed, USER_HOLD_TICS)
+
+
+class TypedCommands:
+    """Lines typed on stdin while playing (a thread, so the engine never waits for the keyboard)."""
+
+    def __init__(self, stream=None):
+        self.lines: "queue.Queue[str]" = queue.Queue()
+        self.stream = stream or sys.stdin
+        threading.Thread(target=self._read, daemon=True, name="typed-commands").start()
+
+    def _read(self) -> None:
+        for line in self.stream:
+            if line.strip():
+                self.lines.put(line.strip())
+
+    def take(self) -> list[str]:
+        out = []
+        while not self.lines.empty():
+            out.append(self.lines.get())
+        return out
+
+
+def run_live(env: DoomEnv, runtime, *, seconds: float | None = None, voice=None, typed: TypedCommands | None = None,
+             generation: SessionGeneration | None = None, bus: EventBus | None = None, progress=None) -> dict:
+    config = runtime.config
+    generation = generation or (voice.session if voice is not None else SessionGeneration())
+    world = RealTimeWorld(env)
+    if bus is not None:
+        bus.clock = "realtime"
+    executor = ActionExecutor(world, generation, max_action_age_ms=config.budgets.max_action_age_ms, bus=bus)
+    agent = MultiStreamAgent(runtime.runner, runtime.loaded.tokenizer, runtime.grammar, config.budgets, generation,
+                             scenario=env.scenario, bus=bus, commentary=voice is not None,
+                             on_sentence=voice.say if voice is not None else None)
+    user_actions = []
+    try:
+        first = env.new_episode()
+        world.t0 = first.t_read
+        agent.push_frame(TimedFrame(first, 0.0))
+        if voice is not None:
+            voice.start()
+        last_report = 0.0
+        while not world.finished and (seconds is None or world.now_ms() < seconds * 1000.0):
+            world.release_if_due()
+            timed = world.read()
+            if timed is not None:
+                agent.push_frame(timed)
+            now = world.now_ms()
+            texts = [(line, command_for(line)) for line in (typed.take() if typed else [])]
+            if voice is not None:
+                texts += [(c.text, c.command) for c in voice.take_commands()]
+                for text in voice.take_heard():
+                    agent.commit_heard(text)
+            for text, name in texts:
+                command = user_command(name, env.buttons) if name else None
+                direct = agent.push_user_text(text, now, command)
+                if bus is not None:
+                    bus.emit("user_input", "user", generation=generation.current, tic=env.tic, sim_ms=now,
+                             text=text, command=name)
+                if direct is not None:
+                    executor.execute(direct, now)
+                    user_actions.append((text, name, world.now_ms()))
+            outcome = agent.step(world.now_ms())
+            for action in outcome.actions:
+                executor.execute(action, world.now_ms())
+            if progress is not None and world.now_ms() - last_report > 2000:
+                last_report = world.now_ms()
+                progress(env.tic, env.kills, executor.stats.executed)
+    finally:
+        agent.close()
+        if voice is not None:
+            voice.close()
+    e, s = executor.stats, agent.stats
+    return {
+        "reward": env.total_reward,
+        "kills": env.kills,
+        "seconds": world.now_ms() / 1000.0,
+        "actions_executed": e.executed,
+        "actions_fenced": e.fenced,
+        "frames_dropped": s.frames_dropped,
+        "reaction_ms_p50": percentile(e.reaction_ms, 50),
+        "reaction_ms_p95": percentile(e.reaction_ms, 95),
+        "thinker_tokens": s.thinker_tokens,
+        "remarks_started": s.remarks_started,
+        "remarks_stopped": s.remarks_stopped,
+        "heard_commits": s.heard_commits,
+        "user_actions": len(user_actions),
+    }

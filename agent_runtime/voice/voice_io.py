@@ -1,0 +1,142 @@
+"""The live audio path as one object: mic → VAD/ASR → barge-in and commands; commentary → TTS → playback.
+
+The microphone callback only queues blocks; a listener thread runs VAD, recognition and the barge-in
+controller, so an interruption silences playback at the next audio block without waiting for the
+engine. Recognized commands and heard commentary are queued for the engine loop, which takes them
+between steps. A device-free mode pumps an array microphone and a recording speaker in real time.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+
+from agent_runtime.generation import SessionGeneration
+from agent_runtime.voice.audio_io import (ArrayMicrophone, RecordingSpeaker, open_input_stream,
+                                          open_output_stream)
+from agent_runtime.voice.barge_in import BargeInController
+from agent_runtime.voice.playback import PlaybackBuffer
+from agent_runtime.voice.recognizer import Hypothesis, ListeningPipeline
+from agent_runtime.voice.tts import EspeakTts, TtsWorker
+
+MIC_RATE, MIC_BLOCK = 16_000, 512
+SPEAKER_RATE, SPEAKER_BLOCK = 22_050, 1024
+
+
+@dataclass
+class VoiceCommand:
+    command: str  # e.g. "TURN_LEFT" (see voice_commands.PHRASES)
+    text: str
+    hypothesis: Hypothesis
+    t_mono: float  # when the listener produced it
+
+
+class VoiceIO:
+    def __init__(self, session: SessionGeneration, *, mode: str = "pause_confirm", input_device=None,
+                 output_device=None, mic_samples: np.ndarray | None = None, device_free: bool = False):
+        self.session = session
+        self.pipeline = ListeningPipeline()
+        self.playback = PlaybackBuffer(session, sample_rate=SPEAKER_RATE)
+        self.tts = TtsWorker(EspeakTts(session), sink=self.playback.push)
+        self.commands: deque[VoiceCommand] = deque()
+        self.interrupts: deque[tuple[int, str, float]] = deque()
+        self.controller = BargeInController(session, self.playback, tts=self.tts, mode=mode,
+                                            on_interrupt=self._on_interrupt, on_command=self._on_command)
+        self._blocks: "queue.Queue[tuple[np.ndarray, float] | None]" = queue.Queue()
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self.device_free = device_free or mic_samples is not None
+        if self.device_free:
+            samples = np.zeros(0, np.float32) if mic_samples is None else mic_samples
+            self.mic = ArrayMicrophone(samples, self._on_mic, blocksize=MIC_BLOCK)
+            self.speaker = RecordingSpeaker(self.playback.callback, SPEAKER_BLOCK, SPEAKER_RATE)
+        else:
+            self.mic = open_input_stream(self._on_mic, device=input_device, samplerate=MIC_RATE, blocksize=MIC_BLOCK)
+            self.speaker = open_output_stream(self.playback.callback, SPEAKER_RATE, device=output_device,
+                                              blocksize=SPEAKER_BLOCK)
+        self.t_start: float | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    def start(self) -> None:
+        self.t_start = time.monotonic()
+        self._threads.append(threading.Thread(target=self._listen, name="voice-listener", daemon=True))
+        if self.device_free:
+            self._threads.append(threading.Thread(target=self._pump, args=(self.mic.pump, MIC_BLOCK / MIC_RATE),
+                                                  name="array-mic", daemon=True))
+            self._threads.append(threading.Thread(target=self._pump, args=(self.speaker.pull, SPEAKER_BLOCK / SPEAKER_RATE),
+                                                  name="array-speaker", daemon=True))
+        self.mic.start()
+        self.speaker.start()
+        for t in self._threads:
+            t.start()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._blocks.put(None)
+        for stream in (self.mic, self.speaker):
+            try:
+                stream.stop()
+                stream.close()
+            except Exception:
+                pass
+        self.playback.close()  # before the TTS worker: a worker blocked on a full buffer must be released
+        self.tts.close()
+        for t in self._threads:
+            t.join(timeout=2)
+
+    # -- engine side -----------------------------------------------------------------------------
+    def say(self, text: str, generation: int) -> None:
+        """Speak a commentary sentence stamped with its generation (stale ones are skipped)."""
+        self.tts.say(text, generation)
+
+    def take_commands(self) -> list[VoiceCommand]:
+        out = []
+        while self.commands:
+            out.append(self.commands.popleft())
+        return out
+
+    def take_interrupts(self) -> list[tuple[int, str, float]]:
+        out = []
+        while self.interrupts:
+            out.append(self.interrupts.popleft())
+        return out
+
+    def take_heard(self) -> list[str]:
+        """Commentary text the user actually heard (only this may enter history)."""
+        return [h.heard for h in self.playback.drain_heard() if h.heard.strip()]
+
+    # -- audio side ------------------------------------------------------------------------------
+    def _on_mic(self, indata, frames, time_info, status) -> None:
+        self._blocks.put((np.asarray(indata, np.float32).reshape(-1).copy(), time.monotonic()))
+
+    def _listen(self) -> None:
+        while not self._stop.is_set():
+            item = self._blocks.get()
+            if item is None:
+                return
+            block, arrival = item
+            if not self.controller.listening:
+                continue
+            frames = self.pipeline.push(block, arrival)
+            self.controller.feed(frames, self.pipeline.stream_ms)
+
+    def _pump(self, step, period: float) -> None:
+        """Drive a device-free stream in real time: one block per period of audio."""
+        next_t = time.monotonic()
+        while not self._stop.is_set():
+            step(1)
+            next_t += period
+            delay = next_t - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+
+    def _on_interrupt(self, generation: int, reason: str) -> None:
+        self.interrupts.append((generation, reason, time.monotonic()))
+
+    def _on_command(self, command: str, hyp: Hypothesis) -> None:
+        self.commands.append(VoiceCommand(command, hyp.text, hyp, time.monotonic()))

@@ -1,0 +1,71 @@
+"""Voice commands reach the env through the live loop; commentary stops on a bump and only heard text enters history."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from agent_runtime.clocks import FixedCost
+from agent_runtime.events import EventBus
+from agent_runtime.generation import SessionGeneration
+from agent_runtime.live_session import run_live
+from agent_runtime.multistream_agent import MultiStreamAgent
+from agent_runtime.sync_world import SyncWorld, TimedFrame
+from agent_runtime.clocks import SessionClock
+from agent_runtime.voice.voice_io import VoiceIO
+from envs.doom_env import DoomEnv
+from tests.engine_rig import make_runtime
+from tests.voice_synth import synthesize, with_silence
+
+
+def test_a_spoken_command_reaches_the_env_as_the_right_action_in_real_time():
+    speech = with_silence(synthesize("turn left"), before_s=0.6, after_s=1.5)
+    generation = SessionGeneration()
+    voice = VoiceIO(generation, mode="immediate", mic_samples=speech.astype(np.float32))
+    bus = EventBus()
+    with DoomEnv("defend_the_center", clock="realtime", seed=1) as env:
+        runtime = make_runtime(env, max_action_age_ms=1000.0)
+        result = run_live(env, runtime, seconds=4.0, voice=voice, bus=bus)
+    user = [e for e in bus.of_kind("action_executed") if e.stream == "user"]
+    assert result["user_actions"] == 1 and len(user) == 1
+    assert user[0].payload["command"].startswith("TURN_LEFT")
+    (said,) = bus.of_kind("user_input")
+    assert said.payload["command"] == "TURN_LEFT" and said.payload["text"] == "turn left"
+    assert generation.current >= 1 and user[0].generation == said.generation
+    # the model's own actions kept flowing while the user spoke
+    assert sum(1 for e in bus.of_kind("action_executed") if e.stream != "user") > 10
+
+
+def test_commentary_stops_at_the_next_step_after_a_bump_and_only_heard_text_enters_history():
+    spoken = []
+    with DoomEnv("defend_the_center", seed=2) as env:
+        runtime = make_runtime(env)
+        generation = SessionGeneration()
+        agent = MultiStreamAgent(runtime.runner, runtime.loaded.tokenizer, runtime.grammar, runtime.config.budgets,
+                                 generation, scenario=env.scenario, commentary=True, commentary_max_tokens=40,
+                                 on_sentence=lambda text, gen: spoken.append((text, gen)))
+        world = SyncWorld(env, SessionClock(FixedCost()))
+        try:
+            agent.push_frame(TimedFrame(env.new_episode(), 0.0))
+            now = 0.0
+            for _ in range(4):
+                agent.step(now)
+                now += 50.0
+                for timed in world.advance_ms(50.0):
+                    agent.push_frame(timed)
+            assert agent.commentary.view is not None, "a remark should be in progress"
+            unheard = agent.commentary.text
+            generation.bump("barge-in")
+            outcome = agent.step(now)
+            assert agent.stats.remarks_stopped == 1 and agent.commentary.view is None
+            assert "commentary" not in {role for role, _ in outcome.batch}
+            assert all(gen == 0 for _, gen in spoken)  # nothing new was spoken for the old generation
+
+            agent.commit_heard("enemy on the left")
+            agent.step(now + 50.0)
+            history = runtime.loaded.tokenizer.decode(agent.thinker.view.token_ids())
+            assert "Said: enemy on the left" in history
+            if unheard.strip():
+                assert unheard not in history
+        finally:
+            agent.close()
+    assert runtime.store.used_pages == 0
