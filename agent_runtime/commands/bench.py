@@ -32,6 +32,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     rx.add_argument("--threads", type=int, help="torch threads (default: the cores actually free)")
     rx.add_argument("--fixed-cost", action="store_true", help="deterministic fixed-cost clock instead of measured compute")
 
+    vo = sub.add_parser("voice", help="synthesized voice commands during real-time play: end of speech -> action")
+    vo.add_argument("--commands", type=int, default=10, help="voice commands to speak (default 10)")
+    vo.add_argument("--scenario", default="defend_the_center")
+    vo.add_argument("--model", help="model (default: the embedded SmolLM2-135M-Instruct)")
+    vo.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float32"))
+    vo.add_argument("--seed", type=int, default=0)
+    vo.add_argument("--barge-in", default="immediate", choices=("pause_confirm", "half_duplex", "immediate"))
+    vo.add_argument("--json", action="store_true")
+
     mem = sub.add_parser("memory", help="long headless run: KV pool and process memory must stay flat")
     mem.add_argument("--frames", type=int, default=10000, help="frames to prefill in all (default 10000)")
     mem.add_argument("--scenario", default="defend_the_center")
@@ -40,6 +49,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     mem.add_argument("--fixed-cost", action="store_true", help="deterministic fixed-cost clock")
     mem.add_argument("--out", default="bench-out", help="directory for memory.json and memory.png")
     mem.add_argument("--json", action="store_true")
+
+    it = sub.add_parser("interrupt", help="barge-in in real time on the device-free audio backend: interruption -> silence")
+    it.add_argument("--barge-ins", type=int, default=20, help="barge-ins to inject (default 20)")
+    it.add_argument("--mode", default="immediate", choices=("immediate", "pause_confirm"),
+                    help="barge-in mode: interrupt on VAD onset, or pause then confirm by a command (default immediate)")
+    it.add_argument("--seed", type=int, default=0, help="seed for phrase choice and injection moments")
+    it.add_argument("--out", default="bench-out", help="directory for interrupt.json (default bench-out)")
+    it.add_argument("--json", action="store_true", help="print the result as one JSON object on stdout")
 
 
 def _run_kv(args) -> int:
@@ -177,9 +194,70 @@ def _run_memory(args) -> int:
     return 0
 
 
+def _run_interrupt(args) -> int:
+    from pathlib import Path
+
+    from agent_runtime.benchmarks.interrupt_bench import print_report, run_interrupt_bench
+    from agent_runtime.benchmarks.measure import machine_info, print_header
+
+    if args.barge_ins < 1:
+        raise UserError(f"--barge-ins must be at least 1 (got {args.barge_ins})")
+    out = Path(args.out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UserError(f"cannot create --out {out}: {e.strerror or e}") from None
+    info = machine_info("none (audio only)", 1, clock="real time (device-free audio backend)", device="cpu")
+    info["audio"] = "speaker 1024 frames @ 22050 Hz, mic 512 samples @ 16 kHz, espeak-ng + silero + pocketsphinx"
+    print_header(info)
+    result = run_interrupt_bench(args.barge_ins, mode=args.mode, seed=args.seed)
+    result["machine"] = info
+    (out / "interrupt.json").write_text(json.dumps(result, indent=2))
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print_report(result)
+        print(f"written: {out / 'interrupt.json'}")
+    return 0
+
+
+def _run_voice(args) -> int:
+    from agent_runtime.benchmarks.measure import machine_info, print_header
+    from agent_runtime.benchmarks.voice_bench import run_voice_bench
+    from agent_runtime.config import load_config
+    from agent_runtime.llm_episode import LLMRuntime
+    from agent_runtime.model_loader import load_model, set_threads
+    from envs.doom_env import DoomEnv
+
+    if args.commands < 1:
+        raise UserError(f"--commands must be at least 1 (got {args.commands})")
+    threads = set_threads(None)
+    loaded = load_model(args.model, dtype=args.dtype)
+    info = machine_info(loaded.model_id, threads, clock="realtime (ASYNC_PLAYER, device-free audio in real time)")
+    print_header(info)
+    config = load_config(scenario=args.scenario, clock="realtime")
+    with DoomEnv(args.scenario, clock="realtime", seed=args.seed) as env:
+        runtime = LLMRuntime.build(loaded, config, env.buttons, scenario=env.scenario)
+        result = run_voice_bench(env, runtime, commands=args.commands, seed=args.seed, mode=args.barge_in)
+    result["machine"] = info
+    if args.json:
+        print(json.dumps(result))
+    else:
+        def ms(v):
+            return "n/a" if v is None else f"{v:.0f} ms"
+        print(f"recognition {result['recognized_correctly']}/{result['commands']}; end of speech -> action executed: "
+              f"p50 {ms(result['speech_end_to_action_ms_p50'])}, p95 {ms(result['speech_end_to_action_ms_p95'])}, "
+              f"max {ms(result['speech_end_to_action_ms_max'])}")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.bench == "voice":
+        return _run_voice(args)
     if args.bench == "memory":
         return _run_memory(args)
+    if args.bench == "interrupt":
+        return _run_interrupt(args)
     if args.bench == "kv":
         return _run_kv(args)
     if args.bench == "reaction":

@@ -1,0 +1,78 @@
+"""`bench voice`: synthesized voice commands spoken into a device-free microphone in real time during live play.
+
+Measures end of speech → the commanded action executed in the env, and recognition accuracy. The
+commands are synthesized with espeak-ng (the same library the commentary uses) and fed block by block at
+the real audio rate while the agent plays in real time.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from agent_runtime.benchmarks.measure import progress
+from agent_runtime.events import EventBus
+from agent_runtime.generation import SessionGeneration
+from agent_runtime.live_session import run_live
+from agent_runtime.voice.audio_io import resample
+from agent_runtime.voice.tts import EspeakTts
+from agent_runtime.voice.voice_commands import PHRASES, command_to_buttons
+from agent_runtime.voice.voice_io import MIC_RATE, VoiceIO
+
+GAP_S = 1.8
+
+
+def command_script(buttons: tuple[str, ...], count: int, seed: int) -> list[tuple[str, str]]:
+    """(phrase, command) pairs the scenario can act on, in a seeded random order."""
+    usable = [(p, c) for p, c in PHRASES.items() if command_to_buttons(c, buttons)]
+    rng = np.random.default_rng(seed)
+    return [usable[i] for i in rng.integers(0, len(usable), count)]
+
+
+def synthesize_script(script: list[tuple[str, str]]) -> tuple[np.ndarray, list[float]]:
+    """One mic track: lead-in, then each phrase followed by a gap; returns it and each phrase's end (s)."""
+    tts = EspeakTts(SessionGeneration())
+    track = [np.zeros(int(0.8 * MIC_RATE), np.float32)]
+    ends = []
+    t = 0.8
+    for phrase, _ in script:
+        audio = resample(tts.synthesize(phrase), tts.sample_rate, MIC_RATE).astype(np.float32)
+        track.append(audio)
+        t += len(audio) / MIC_RATE
+        ends.append(t)
+        gap = np.zeros(int(GAP_S * MIC_RATE), np.float32)
+        track.append(gap)
+        t += GAP_S
+    return np.concatenate(track), ends
+
+
+def run_voice_bench(env, runtime, *, commands: int, seed: int = 0, mode: str = "immediate") -> dict:
+    script = command_script(env.buttons, commands, seed)
+    track, ends = synthesize_script(script)
+    generation = SessionGeneration()
+    voice = VoiceIO(generation, mode=mode, mic_samples=track)
+    bus = EventBus()
+    seconds = len(track) / MIC_RATE + 0.5
+    progress(f"speaking {commands} commands over {seconds:.0f} s of real-time play")
+    result = run_live(env, runtime, seconds=seconds, voice=voice, generation=generation, bus=bus)
+    said = bus.of_kind("user_input")
+    executed = [e for e in bus.of_kind("action_executed") if e.stream == "user"]
+    latencies, correct = [], 0
+    for (phrase, command), end_s in zip(script, ends):
+        end_wall = voice.t_start + end_s
+        match = next((e for e in said if e.t_mono >= end_wall - 0.3 and e.t_mono <= end_wall + GAP_S), None)
+        if match is None or match.payload.get("command") != command:
+            continue
+        correct += 1
+        act = next((e for e in executed if e.seq > match.seq), None)
+        if act is not None:
+            latencies.append((act.t_mono - end_wall) * 1000.0)
+    return {
+        "commands": len(script),
+        "recognized_correctly": correct,
+        "recognition_accuracy": correct / len(script) if script else None,
+        "speech_end_to_action_ms_p50": float(np.percentile(latencies, 50)) if latencies else None,
+        "speech_end_to_action_ms_p95": float(np.percentile(latencies, 95)) if latencies else None,
+        "speech_end_to_action_ms_max": max(latencies) if latencies else None,
+        "samples_ms": [round(x, 1) for x in latencies],
+        "live": result,
+    }

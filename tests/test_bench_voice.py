@@ -1,0 +1,20 @@
+"""`bench voice` end to end on a tiny model: commands are recognized and reach the env."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_bench_voice_reports_recognition_and_latency_keys():
+    proc = subprocess.run([sys.executable, "-m", "agent_runtime.cli", "bench", "voice", "--commands", "2",
+                           "--model", "tiny:llama", "--json"], cwd=REPO, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert proc.stderr.startswith("machine: ")
+    assert result["commands"] == 2 and result["recognized_correctly"] == 2
+    assert len(result["samples_ms"]) == 2
+    # generous: the endpointer alone waits ~256 ms of silence; a real stall would be seconds
+    assert 0 < result["speech_end_to_action_ms_p50"] < 3000
