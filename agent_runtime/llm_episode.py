@@ -37,11 +37,14 @@ class LLMRuntime:
     config: RunConfig
 
     @classmethod
-    def build(cls, loaded: LoadedModel, config: RunConfig, buttons: tuple[str, ...], *, scenario: str) -> "LLMRuntime":
+    def build(cls, loaded: LoadedModel, config: RunConfig, buttons: tuple[str, ...], *, scenario: str,
+              device: str = "cpu") -> "LLMRuntime":
+        """device="cuda": model, KV pool and Triton view attention on the GPU (when one exists)."""
+        loaded.model.to(device)
         dtype = next(loaded.model.parameters()).dtype
         store = KVBlockStore.for_model(loaded.config, capacity_tokens=config.kv.capacity_tokens,
-                                       page_size=config.kv.page_size, dtype=dtype)
-        runner = ModelRunner(loaded, store)
+                                       page_size=config.kv.page_size, dtype=dtype, device=device)
+        runner = ModelRunner(loaded, store, device=device, backend="triton" if device == "cuda" else "torch")
         grammar = ActionGrammar(buttons, loaded.tokenizer, scenario=scenario)
         return cls(loaded, store, runner, grammar, config)
 

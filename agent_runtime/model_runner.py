@@ -178,7 +178,7 @@ class ModelRunner:
         for own, inp in zip(owners, inputs):
             self.store.commit(own, inp.tokens)
 
-        logits_all = out.logits[0].float()
+        logits_all = out.logits[0].float().cpu()  # samplers and scorers run on the CPU
         results: list[torch.Tensor | None] = []
         cursor = 0
         for inp in inputs:

@@ -31,6 +31,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     rx.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float32"))
     rx.add_argument("--threads", type=int, help="torch threads (default: the cores actually free)")
     rx.add_argument("--fixed-cost", action="store_true", help="deterministic fixed-cost clock instead of measured compute")
+    rx.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="where the model and KV pool live")
 
     vo = sub.add_parser("voice", help="synthesized voice commands during real-time play: end of speech -> action")
     vo.add_argument("--commands", type=int, default=10, help="voice commands to speak (default 10)")
@@ -116,14 +117,19 @@ def _run_reaction(args) -> int:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise UserError(f"cannot create --out {out}: {e.strerror or e}") from None
+    if args.device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise UserError("--device cuda: no CUDA device is available here; use --device cpu")
     threads = set_threads(args.threads)
     loaded = load_model(args.model, dtype=args.dtype)
     clock = "fixed_cost" if args.fixed_cost else "compute (world advanced by measured step time)"
-    info = machine_info(loaded.model_id, threads, clock=clock)
+    info = machine_info(loaded.model_id, threads, clock=clock, device=args.device)
     print_header(info)
     config = load_config(scenario=args.scenario, seed=args.seed)
     with DoomEnv(args.scenario, seed=args.seed) as env:
-        runtime = LLMRuntime.build(loaded, config, env.buttons, scenario=env.scenario)
+        runtime = LLMRuntime.build(loaded, config, env.buttons, scenario=env.scenario, device=args.device)
         result = run_reaction_bench(env, runtime, episodes=args.episodes, think_tokens=args.think_tokens,
                                     max_tics=args.max_tics, seed=args.seed,
                                     fixed_cost=FixedCost() if args.fixed_cost else None)
