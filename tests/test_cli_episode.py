@@ -1,4 +1,4 @@
-"""`agent-runtime episode` end to end in a subprocess: JSON output, recordings, and one-line errors (exit 2)."""
+"""`agent-runtime episode` end to end in a subprocess: JSON output, recording directories, and one-line errors (exit 2)."""
 
 from __future__ import annotations
 
@@ -34,8 +34,11 @@ def test_json_output_one_object_per_episode_and_recordings(tmp_path):
         assert RESULT_KEYS <= set(result)
         assert result["episode"] == index and result["seed"] == 7 + index and result["tics"] == 120
         assert result["policy"] == "scripted" and result["scenario"] == "defend_the_center"
-        assert Path(result["recording"]).is_file()
-    assert len(proc.stderr.strip().splitlines()) >= 2  # a progress line per episode
+        recording = Path(result["recording"])
+        assert recording.parent == out and (recording / "episode.lmp").is_file()
+        assert (recording / "manifest.json").is_file() and (recording / "events.jsonl").is_file()
+    assert len({r["recording"] for r in results}) == 2  # one directory per episode
+    assert proc.stderr.count("recording: ") == 2 and len(proc.stderr.strip().splitlines()) >= 4
     saved = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert saved == results
 
@@ -51,7 +54,7 @@ LLM_KEYS = {"reward", "kills", "actions_executed", "actions_fenced", "frames_dro
 
 
 def test_llm_policy_is_the_default_and_reports_timing_keys():
-    proc = cli("--model", "tiny:llama", "--fixed-cost", "--max-tics", "60", "--json")
+    proc = cli("--model", "tiny:llama", "--fixed-cost", "--max-tics", "60", "--json", "--no-record")
     assert proc.returncode == 0, proc.stderr
     (line,) = proc.stdout.strip().splitlines()
     result = json.loads(line)
@@ -62,10 +65,22 @@ def test_llm_policy_is_the_default_and_reports_timing_keys():
 
 
 def test_readable_output_with_random_policy():
-    proc = cli("--policy", "random", "--episodes", "1", "--max-tics", "60")
+    proc = cli("--policy", "random", "--episodes", "1", "--max-tics", "60", "--no-record")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("episode 0: reward ")
     assert "kills" in proc.stdout and "tics 60" in proc.stdout
+    assert "recording:" not in proc.stderr
+
+
+def test_recordings_go_to_the_configs_recordings_dir_by_default(tmp_path):
+    config = tmp_path / "run.yaml"
+    config.write_text(f"recordings_dir: {tmp_path / 'recs'}\n")
+    proc = cli("--policy", "random", "--max-tics", "20", "--config", str(config), "--json")
+    assert proc.returncode == 0, proc.stderr
+    (recording,) = (tmp_path / "recs").iterdir()
+    assert f"recording: {recording}" in proc.stderr
+    assert json.loads(proc.stdout)["recording"] == str(recording)
+    assert {"manifest.json", "events.jsonl", "episode.lmp"} <= {p.name for p in recording.iterdir()}
 
 
 def _bad_config(tmp_path: Path) -> str:
@@ -92,6 +107,8 @@ def _file_in_the_way(tmp_path: Path) -> str:
         (lambda t: ["--config", _bad_budget(t)], "bad value for 'budgets.max_frame_age_ms'"),
         (lambda t: ["--policy", "sequential", "--think-tokens", "0"], "--think-tokens must be at least 1"),
         (lambda t: ["--out", _file_in_the_way(t)], "cannot write to --out"),
+        (lambda t: ["--user-text", "soon:TURN_LEFT"], "expected STEP:TEXT"),
+        (lambda t: ["--policy", "random", "--user-text", "3:TURN_LEFT"], "--user-text is for the llm policy"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_code_2(tmp_path, make_args, expected):

@@ -1,4 +1,9 @@
-"""`agent-runtime episode`: play headless episodes with a baseline policy and report reward, kills and tics."""
+"""`agent-runtime episode`: play headless episodes with a policy, report reward, kills and tics, and record each one.
+
+Every episode gets its own recording directory (manifest, events.jsonl, episode.lmp) under the config's
+recordings_dir, or under --out; `agent-runtime replay DIR` checks it and `replay DIR --rerun` plays it again.
+Each episode runs in its own DoomEnv, closed before the recording so the .lmp is finished when its hash is taken.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,7 @@ import argparse
 import json
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from agent_runtime.config import load_config
@@ -13,6 +19,7 @@ from agent_runtime.errors import UserError
 
 POLICIES = ("llm", "sequential", "no_think", "scripted", "random")
 MODEL_POLICIES = ("llm", "sequential", "no_think")
+MODEL_SEED = 0  # tiny random models are drawn with this seed (load_model's default)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -24,7 +31,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, help="base seed; episode k uses seed + k (default: from the config)")
     p.add_argument("--config", help="YAML run config (default configs/default.yaml)")
     p.add_argument("--clock", choices=("sync", "realtime"), help="override the config's clock")
-    p.add_argument("--out", help="directory for one .lmp recording per episode plus results.jsonl")
+    p.add_argument("--out", help="directory for the episodes' recordings and results.jsonl "
+                                 "(default: recordings go to the config's recordings_dir, results only to stdout)")
+    p.add_argument("--no-record", action="store_true", help="write no recording directories")
     p.add_argument("--max-tics", type=int, help="stop an episode after this many tics")
     p.add_argument("--lag-tics", type=int, default=0, help="the policy sees frames this many tics old (default 0)")
     p.add_argument("--json", action="store_true", help="print one JSON object per episode on stdout, nothing else")
@@ -34,6 +43,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--fixed-cost", action="store_true",
                    help="charge each engine step a fixed cost per token instead of its measured compute time (deterministic)")
     p.add_argument("--threads", type=int, help="torch threads (default: the config's, else the cores actually free)")
+    p.add_argument("--user-text", action="append", metavar="STEP:TEXT",
+                   help="llm policy: type TEXT to the agent at engine step STEP (repeatable); a command such as "
+                        "TURN_LEFT or 'ATTACK 3' also acts at once. Recorded as user_input, replayed by --rerun")
 
 
 def _check_args(args: argparse.Namespace) -> None:
@@ -47,17 +59,19 @@ def _check_args(args: argparse.Namespace) -> None:
         raise UserError(f"--think-tokens must be at least 1 (got {args.think_tokens})")
     if args.threads is not None and args.threads < 1:
         raise UserError(f"--threads must be at least 1 (got {args.threads})")
+    if args.user_text and args.policy != "llm":
+        raise UserError("--user-text is for the llm policy")
 
 
-def _prepare_out_dir(out: str) -> Path:
+def _prepare_dir(path_text: str, what: str) -> Path:
     """Create DIR and prove it is writable before any episode runs."""
-    path = Path(out).expanduser()
+    path = Path(path_text).expanduser()
     try:
         path.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=path, prefix=".probe-"):
             pass
     except OSError as e:
-        raise UserError(f"cannot write to --out {path}: {e.strerror or e}") from None
+        raise UserError(f"cannot write to {what} {path}: {e.strerror or e}") from None
     return path
 
 
@@ -85,101 +99,161 @@ def run(args: argparse.Namespace) -> int:
     config = load_config(args.config, scenario=args.scenario, seed=args.seed, clock=args.clock)
 
     # Imported here so `agent-runtime --help` stays fast and other commands do not load the engine.
-    from agent_runtime.baseline_policies import make_policy, run_baseline_episode
     from envs.doom_env import DoomEnv
     from envs.scenarios import ScenarioError, resolve_scenario
+
+    from agent_runtime.recording.episode_recorder import EpisodeRecording
+    from agent_runtime.recording.user_script import parse_user_text_args
 
     try:
         resolve_scenario(config.scenario)
     except ScenarioError as e:
         raise UserError(str(e)) from None
-    out_dir = _prepare_out_dir(args.out) if args.out else None
+    user_texts = parse_user_text_args(args.user_text)
+    out_dir = _prepare_dir(args.out, "--out") if args.out else None
+    record_root = None
+    if not args.no_record:
+        record_root = out_dir or _prepare_dir(config.recordings_dir, "recordings_dir")
 
+    def open_env(seed: int) -> DoomEnv:
+        # the constructor seed is what a baseline's new_episode() uses for its first (and only) episode
+        try:
+            return DoomEnv(config.scenario, resolution=config.resolution, clock=config.clock, seed=seed)
+        except (ValueError, OSError) as e:
+            raise UserError(f"cannot start scenario {config.scenario}: {e}") from None
+        except Exception as e:  # the engine's own exceptions (a broken .cfg or WAD)
+            raise UserError(f"ViZDoom could not start scenario {config.scenario}: {str(e).strip().splitlines()[0]}") from None
+
+    env = open_env(config.seed)
     try:
-        env = DoomEnv(config.scenario, resolution=config.resolution, clock=config.clock, seed=config.seed)
-    except (ValueError, OSError) as e:
-        raise UserError(f"cannot start scenario {config.scenario}: {e}") from None
-    except Exception as e:  # the engine's own exceptions (a broken .cfg or WAD)
-        raise UserError(f"ViZDoom could not start scenario {config.scenario}: {str(e).strip().splitlines()[0]}") from None
-
-    play = _model_player(args, config, env) if args.policy in MODEL_POLICIES else None
+        player = (_ModelPlayer(args, config, env, user_texts) if args.policy in MODEL_POLICIES
+                  else _BaselinePlayer(args, config))
+    except BaseException:
+        env.close()
+        raise
     results_file = (out_dir / "results.jsonl").open("a") if out_dir else None
     try:
-        with env:
-            for index in range(args.episodes):
-                record = out_dir / f"{env.scenario}_seed{config.seed + index}_ep{index:03d}.lmp" if out_dir else None
-                if play is not None:
-                    result = play(index, record)
-                else:
-                    policy = make_policy(args.policy, env.buttons, seed=config.seed + index, screen_width=env.resolution[1])
-                    result = run_baseline_episode(
-                        env, policy, max_tics=args.max_tics, lag_tics=args.lag_tics, record_path=record
-                    )
-                result["episode"] = index
-                if record is not None:
-                    result["recording"] = str(record)
-                print(
-                    f"[{index + 1}/{args.episodes}] {result['tics']} tics, {result['kills']} kills, "
-                    f"reward {result['reward']:g}, {result['wall_s']:.1f} s",
-                    file=sys.stderr,
-                    flush=True,
-                )
-                print(json.dumps(result) if args.json else _readable(result), flush=True)
-                if results_file is not None:
-                    results_file.write(json.dumps(result) + "\n")
-                    results_file.flush()
+        for index in range(args.episodes):
+            seed = config.seed + index
+            if env is None:
+                env = open_env(seed)
+            recording = None
+            try:
+                if record_root is not None:
+                    recording = EpisodeRecording.create(record_root, player.manifest(seed, index),
+                                                        scenario=env.scenario, index=index)
+                result = player.play(env, seed, recording)
+            finally:
+                env.close()  # finishes the .lmp: before the recording takes its hash
+                env = None
+                if recording is not None:
+                    recording.close()
+            result["episode"] = index
+            if recording is not None:
+                result["recording"] = str(recording.dir)
+            print(
+                f"[{index + 1}/{args.episodes}] {result['tics']} tics, {result['kills']} kills, "
+                f"reward {result['reward']:g}, {result['wall_s']:.1f} s",
+                file=sys.stderr,
+                flush=True,
+            )
+            if recording is not None:
+                print(f"recording: {recording.dir}", file=sys.stderr, flush=True)
+            print(json.dumps(result) if args.json else _readable(result), flush=True)
+            if results_file is not None:
+                results_file.write(json.dumps(result) + "\n")
+                results_file.flush()
     finally:
+        if env is not None:
+            env.close()
         if results_file is not None:
             results_file.close()
     return 0
 
 
-def _model_player(args, config, env):
-    """Load the model once and return play(index, record_path) -> result for the model policies."""
-    import time
+class _BaselinePlayer:
+    """scripted / random: no model; the recording gets the .lmp plus frame_read and action_executed events."""
 
-    from agent_runtime.clocks import FixedCost
-    from agent_runtime.llm_episode import LLMRuntime, run_llm_episode
-    from agent_runtime.model_loader import load_model, set_threads
-    from agent_runtime.sequential_agent import run_sequential_episode
+    def __init__(self, args, config):
+        self.args, self.config = args, config
 
-    from pathlib import Path
+    def manifest(self, seed: int, index: int):
+        from agent_runtime.recording.episode_recorder import episode_manifest
 
-    from agent_runtime.action_grammar import expressible
+        return episode_manifest(self.config, policy=self.args.policy, env_seed=seed,
+                                agent_seed=seed if self.args.policy == "random" else None, index=index,
+                                max_tics=self.args.max_tics, lag_tics=self.args.lag_tics)
 
-    if config.clock != "sync":
-        raise UserError("model policies in `episode` run headless on the sync clock; use `agent-runtime live` for real time")
-    bad = [b for b in env.buttons if not expressible(b)]
-    if bad:
-        raise UserError(
-            f"{env.scenario} has button(s) {', '.join(bad)} that the action grammar cannot express "
-            "(only binary buttons such as ATTACK, TURN_LEFT, MOVE_FORWARD); pick a scenario without delta buttons"
+    def play(self, env, seed: int, recording) -> dict:
+        from agent_runtime.baseline_policies import make_policy, run_baseline_episode
+        from agent_runtime.recording.recorded_env import RecordedEnv
+
+        policy = make_policy(self.args.policy, env.buttons, seed=seed, screen_width=env.resolution[1])
+        played = RecordedEnv(env, recording.lmp_path, recording.bus) if recording is not None else env
+        return run_baseline_episode(played, policy, max_tics=self.args.max_tics, lag_tics=self.args.lag_tics)
+
+
+class _ModelPlayer:
+    """llm / sequential / no_think: the model is loaded once; each episode plays on its own DoomEnv."""
+
+    def __init__(self, args, config, env, user_texts: dict[int, str]):
+        from agent_runtime.action_grammar import expressible
+        from agent_runtime.clocks import FixedCost
+        from agent_runtime.llm_episode import LLMRuntime
+        from agent_runtime.model_loader import load_model, set_threads
+        from agent_runtime.recording.user_script import build_user_script
+
+        if config.clock != "sync":
+            raise UserError("model policies in `episode` run headless on the sync clock; use `agent-runtime live` for real time")
+        bad = [b for b in env.buttons if not expressible(b)]
+        if bad:
+            raise UserError(
+                f"{env.scenario} has button(s) {', '.join(bad)} that the action grammar cannot express "
+                "(only binary buttons such as ATTACK, TURN_LEFT, MOVE_FORWARD); pick a scenario without delta buttons"
+            )
+        spec = args.model or config.model.path
+        if spec and not spec.startswith("tiny:") and not Path(spec).expanduser().exists():
+            raise UserError(f"model path does not exist: {spec} (pass a safetensors directory, a .gguf file or tiny:llama)")
+        self.args, self.config, self.spec = args, config, spec
+        self.threads = set_threads(args.threads or config.model.threads)
+        print(f"loading model {spec or 'embedded SmolLM2-135M-Instruct'} ({config.model.dtype}, {self.threads} thread(s))...",
+              file=sys.stderr, flush=True)
+        self.loaded = load_model(spec, dtype=config.model.dtype, seed=MODEL_SEED)
+        self.runtime = LLMRuntime.build(self.loaded, config, env.buttons, scenario=env.scenario)
+        self.fixed = FixedCost() if args.fixed_cost else None
+        self.user_script = build_user_script(user_texts, self.runtime.grammar) if user_texts else None
+        self.think_tokens = {"sequential": args.think_tokens, "no_think": 0}.get(args.policy)
+
+    def manifest(self, seed: int, index: int):
+        from agent_runtime.recording.episode_recorder import episode_manifest
+
+        return episode_manifest(
+            self.config, policy=self.args.policy, env_seed=seed, agent_seed=seed, index=index, model_spec=self.spec,
+            model_id=self.loaded.model_id, weight_hash=self.loaded.weight_hash, model_seed=MODEL_SEED,
+            threads=self.threads, fixed_cost=self.fixed, think_tokens=self.think_tokens, max_tics=self.args.max_tics,
         )
-    spec = args.model or config.model.path
-    if spec and not spec.startswith("tiny:") and not Path(spec).expanduser().exists():
-        raise UserError(f"model path does not exist: {spec} (pass a safetensors directory, a .gguf file or tiny:llama)")
-    threads = set_threads(args.threads or config.model.threads)
-    print(f"loading model {spec or 'embedded SmolLM2-135M-Instruct'} ({config.model.dtype}, {threads} thread(s))...",
-          file=sys.stderr, flush=True)
-    loaded = load_model(spec, dtype=config.model.dtype)
-    runtime = LLMRuntime.build(loaded, config, env.buttons, scenario=env.scenario)
-    fixed = FixedCost() if args.fixed_cost else None
 
-    def progress(tics, kills, executed):
+    @staticmethod
+    def _progress(tics, kills, executed):
         print(f"  .. tic {tics}, kills {kills}, actions {executed}", file=sys.stderr, flush=True)
 
-    def play(index: int, record):
-        seed = config.seed + index
-        t0 = time.monotonic()
-        common = dict(seed=seed, max_tics=args.max_tics, fixed_cost=fixed, progress=progress)
-        if args.policy == "llm":
-            result = run_llm_episode(env, runtime, record_path=str(record) if record else None, agent_seed=seed, **common)
-        else:
-            think = args.think_tokens if args.policy == "sequential" else 0
-            result = run_sequential_episode(env, runtime, think_tokens=think, agent_seed=seed, **common)
-        result.pop("reaction_samples_ms", None)
-        result.update(scenario=env.scenario, policy=args.policy, seed=seed, model=loaded.model_id,
-                      threads=threads, wall_s=time.monotonic() - t0)
-        return result
+    def play(self, env, seed: int, recording) -> dict:
+        from agent_runtime.llm_episode import run_llm_episode
+        from agent_runtime.recording.recorded_env import RecordedEnv
+        from agent_runtime.sequential_agent import run_sequential_episode
 
-    return play
+        t0 = time.monotonic()
+        bus = recording.bus if recording is not None else None
+        common = dict(seed=seed, max_tics=self.args.max_tics, fixed_cost=self.fixed, progress=self._progress,
+                      agent_seed=seed, bus=bus)
+        if self.args.policy == "llm":
+            lmp = str(recording.lmp_path) if recording is not None else None
+            result = run_llm_episode(env, self.runtime, record_path=lmp, user_script=self.user_script, **common)
+        else:
+            # the executor emits action_executed/fenced on the bus; the wrapper adds the .lmp and frame_read
+            played = RecordedEnv(env, recording.lmp_path, bus, emit_actions=False) if recording is not None else env
+            result = run_sequential_episode(played, self.runtime, think_tokens=self.think_tokens, **common)
+        result.pop("reaction_samples_ms", None)
+        result.update(scenario=env.scenario, policy=self.args.policy, seed=seed, model=self.loaded.model_id,
+                      threads=self.threads, wall_s=time.monotonic() - t0)
+        return result

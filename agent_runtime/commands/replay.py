@@ -6,26 +6,14 @@ import argparse
 import json
 import sys
 
-from agent_runtime.errors import UserError
-
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("dir", metavar="DIR", help="recording directory (manifest.json, events.jsonl, episode.lmp)")
     p.add_argument("--video", metavar="OUT.mp4", help="also write an mp4 of the replay with action/Thinker/commentary overlays")
-    p.add_argument("--rerun", action="store_true", help="re-run the session from the recorded inputs and compare")
+    p.add_argument("--rerun", action="store_true",
+                   help="also play the episode again (same model, seeds, step costs and user inputs) and compare its "
+                        "actions with the recorded ones; exit 1 when they differ")
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout, nothing else")
-
-
-def _rerun(directory: str) -> dict:
-    try:
-        from agent_runtime.recording.rerun import rerun_recording
-    except ModuleNotFoundError as e:
-        if e.name == "agent_runtime.recording.rerun":
-            raise UserError("--rerun is not available yet") from None
-        raise
-    except ImportError:
-        raise UserError("--rerun is not available yet") from None
-    return rerun_recording(directory)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -40,7 +28,9 @@ def run(args: argparse.Namespace) -> int:
 
         result["video"] = write_video(recording, args.video)
     if args.rerun:
-        result["rerun"] = _rerun(args.dir)
+        from agent_runtime.recording.rerun import rerun_recording
+
+        result["rerun"] = rerun_recording(args.dir)
     if args.json:
         print(json.dumps(result, default=str))
     else:
@@ -51,5 +41,8 @@ def run(args: argparse.Namespace) -> int:
             v = result["video"]
             print(f"video: {v['path']} ({v['frames']} frames at {v['fps']:g} fps, {v['size'][0]}x{v['size'][1]})")
         if "rerun" in result:
-            print("rerun: " + json.dumps(result["rerun"], default=str))
-    return 0 if check.ok else 1
+            from agent_runtime.recording.rerun import describe_rerun
+
+            print(describe_rerun(result["rerun"]))
+    same = result["rerun"]["same_actions"] if "rerun" in result else True
+    return 0 if check.ok and same else 1

@@ -1,5 +1,5 @@
 """Recordings: a directory per session (manifest, append-only event log, ViZDoom .lmp, audio WAVs) and tools
-that replay, check, plot and film it."""
+that replay, check, re-run, plot and film it."""
 
 from agent_runtime.recording.event_log import EventLogReader, EventLogWriter, read_event_log
 from agent_runtime.recording.manifest import FORMAT_VERSION, Manifest

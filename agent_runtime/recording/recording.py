@@ -7,6 +7,7 @@ that replay checks, timelines and videos use.
 from __future__ import annotations
 
 import hashlib
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -16,6 +17,7 @@ import numpy as np
 
 from agent_runtime.errors import UserError
 from agent_runtime.events import Event
+from agent_runtime.recording.engine_paths import fits_engine, short_temp_dir
 from agent_runtime.recording.event_log import EVENTS_FILE, EventLogWriter, read_event_log
 from agent_runtime.recording.manifest import MANIFEST_FILE, Manifest, hash_file
 from agent_runtime.recording.wav_writer import WavWriter
@@ -48,7 +50,8 @@ class RecordingWriter:
     """The open recording. It is an EventSink too: bus.sinks.append(writer).
 
     Order at the end: close the DoomEnv first (that finishes the .lmp), then this writer, which stores
-    the .lmp's hash and scenario in the manifest.
+    the .lmp's hash and scenario in the manifest. When the directory's path is too long for the engine,
+    the engine records to a short staging path and close() moves the finished .lmp into the directory.
     """
 
     def __init__(self, directory: Path, manifest: Manifest, *, fsync_every: int | None = None):
@@ -56,6 +59,7 @@ class RecordingWriter:
         self.manifest = manifest
         self.events = EventLogWriter(directory / EVENTS_FILE, fsync_every=fsync_every)
         self._wavs: dict[str, WavWriter] = {}
+        self._staging_dir: Path | None = None
         self.closed = False
 
     @property
@@ -67,9 +71,19 @@ class RecordingWriter:
         return self.dir / EVENTS_FILE
 
     @property
-    def lmp_path(self) -> Path:
-        """Pass this to DoomEnv.new_episode(record_path=...)."""
+    def final_lmp_path(self) -> Path:
+        """Where the finished .lmp lies once the recording is closed."""
         return self.dir / LMP_FILE
+
+    @property
+    def lmp_path(self) -> Path:
+        """Pass this to DoomEnv.new_episode(record_path=...): the final path, or a short staging one."""
+        final = self.final_lmp_path.resolve()
+        if self.closed or fits_engine(final):
+            return final
+        if self._staging_dir is None:
+            self._staging_dir = short_temp_dir(final)
+        return self._staging_dir / LMP_FILE
 
     @property
     def mic_wav_path(self) -> Path:
@@ -97,9 +111,14 @@ class RecordingWriter:
         self.events.close()
         for wav in self._wavs.values():
             wav.close()
-        if self.lmp_path.is_file():
+        if self._staging_dir is not None:
+            staged = self._staging_dir / LMP_FILE
+            if staged.is_file():
+                shutil.move(staged, self.final_lmp_path)
+            shutil.rmtree(self._staging_dir, ignore_errors=True)
+        if self.final_lmp_path.is_file():
             self.manifest.lmp = {"file": LMP_FILE, "scenario": self.manifest.scenario,
-                                 "blake2b": hash_file(self.lmp_path)}
+                                 "blake2b": hash_file(self.final_lmp_path)}
         self.manifest.extra["audio"] = sorted(WAV_FILES[n] for n in self._wavs)
         self.manifest.write(self.manifest_path)
 

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from agent_runtime.errors import UserError
+from agent_runtime.recording.engine_paths import engine_readable_lmp
 from agent_runtime.recording.manifest import MANIFEST_FILE, hash_file
 from agent_runtime.recording.recording import Recording, screen_hash
 
@@ -56,7 +57,8 @@ def replayed_frames(recording: Recording) -> Iterator[Iterator]:
         raise UserError(f"ViZDoom could not start scenario '{scenario}' for {recording.lmp_path}: "
                         f"{str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}") from None
     try:
-        yield _guarded(env.replay(recording.lmp_path), recording)
+        with engine_readable_lmp(recording.lmp_path) as lmp:
+            yield _guarded(env.replay(lmp), recording)
     finally:
         env.close()
 

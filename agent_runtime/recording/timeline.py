@@ -18,7 +18,7 @@ from agent_runtime.events import Event
 LANES = ("frames", "prefill", "thinker", "actions", "asr", "tts", "playback")
 LANE_LABELS = {
     "frames": "frames", "prefill": "prefill", "thinker": "Thinker", "actions": "actions",
-    "asr": "ASR", "tts": "TTS", "playback": "playback",
+    "asr": "user / ASR", "tts": "TTS", "playback": "playback",
 }
 MAX_LABELS_PER_LANE = 30
 LABEL_CHARS = 22
@@ -43,6 +43,8 @@ MARKERS = {
     "barge_in": ("playback", "*", "tab:orange", "barge-in"),
 }
 TEXT_KINDS = {"thinker_paragraph", "action_executed", "action_fenced", "asr_partial", "asr_final", "user_input", "tts_chunk"}
+# kinds that share a lane at the same instant sit a little apart so neither hides the other
+LANE_OFFSETS = {"action_emitted": 0.12, "action_executed": -0.12, "action_fenced": -0.12}
 
 
 @dataclass(frozen=True)
@@ -101,6 +103,22 @@ def _playback_spans(timed: list[TimedEvent], end: float) -> list[tuple[float, fl
     return spans
 
 
+def _lane_of(event: Event) -> str | None:
+    style = MARKERS.get(event.kind)
+    if style is None:
+        return None
+    if event.kind == "token" and "think" not in event.stream:
+        return "actions"
+    return style[0]
+
+
+def lanes_in_use(events: Iterable[Event]) -> tuple[str, ...]:
+    """The lanes the whole recording has events in (all of them for an empty one): a headless run shows no
+    empty TTS/playback lanes, and every stretch of one recording gets the same lanes."""
+    used = {_lane_of(e) for e in events}
+    return tuple(lane for lane in LANES if lane in used) or LANES
+
+
 def render_timeline(events: Iterable[Event], out_png: str | Path, *, from_s: float | None = None,
                     to_s: float | None = None, title: str | None = None) -> dict:
     """Draw the [from_s, to_s] stretch (defaults: the whole recording) to out_png; returns what was drawn."""
@@ -119,20 +137,22 @@ def render_timeline(events: Iterable[Event], out_png: str | Path, *, from_s: flo
     if hi == lo:
         hi = lo + 1.0
     shown = [te for te in timed if lo <= te.t <= hi]
-    lane_y = {lane: len(LANES) - 1 - i for i, lane in enumerate(LANES)}
+    lanes = lanes_in_use(te.event for te in timed)
+    lane_y = {lane: len(lanes) - 1 - i for i, lane in enumerate(lanes)}
 
-    fig, ax = plt.subplots(figsize=(14, 6.5), dpi=110)
+    fig, ax = plt.subplots(figsize=(14, 2.0 + 0.65 * len(lanes)), dpi=110)
     for lane, y in lane_y.items():
         ax.axhline(y, color="0.92", lw=8, zorder=0)
 
     # playback as bars (start..stop), clipped to the window
     for start, stop in _playback_spans(timed, max(all_t)):
-        if stop >= lo and start <= hi:
+        if stop >= lo and start <= hi and "playback" in lane_y:
             ax.broken_barh([(max(start, lo), min(stop, hi) - max(start, lo))], (lane_y["playback"] - 0.18, 0.36),
                            color="tab:green", alpha=0.35, zorder=1)
 
     used: dict[str, tuple] = {}
     labels_in_lane: dict[str, int] = {}
+    last_label: dict[tuple[str, str], str] = {}  # a label repeats only when its text changed (ATTACK, ATTACK, ...)
     for te in shown:
         style = MARKERS.get(te.event.kind)
         if style is None:
@@ -140,20 +160,24 @@ def render_timeline(events: Iterable[Event], out_png: str | Path, *, from_s: flo
         lane, marker, color, legend = style
         if te.event.kind == "token" and "think" not in te.event.stream:
             lane, color, legend = "actions", "tab:brown", "token (actor and other streams)"
-        y = lane_y[lane]
+        y = lane_y[_lane_of(te.event)]
         size = 4 if te.event.kind in ("token", "engine_step") else 8
-        ax.plot([te.t], [y], marker=marker, color=color, markersize=size, linestyle="none", zorder=3)
+        ax.plot([te.t], [y + LANE_OFFSETS.get(te.event.kind, 0.0)], marker=marker, color=color, markersize=size,
+                linestyle="none", zorder=3)
         used.setdefault(legend, (marker, color))
         text = event_text(te.event) if te.event.kind in TEXT_KINDS else ""
         if te.event.kind == "asr_final":
             text = "endpoint: " + text if text else "endpoint"
+        if text and last_label.get((lane, te.event.kind)) == text and te.event.kind != "user_input":
+            continue
+        last_label[(lane, te.event.kind)] = text
         if text and labels_in_lane.get(lane, 0) < MAX_LABELS_PER_LANE:
             labels_in_lane[lane] = labels_in_lane.get(lane, 0) + 1
             offset = 0.22 if labels_in_lane[lane] % 2 else -0.32
             ax.text(te.t, y + offset, _short(text), fontsize=6.5, color=color, ha="left", va="bottom", zorder=4)
 
     # interruptions: every generation bump is a vertical line through all lanes, numbered at the top
-    top = len(LANES) - 0.4
+    top = len(lanes) - 0.4
     generation_at_start = 0
     for te in timed:
         if te.t < lo:
@@ -171,14 +195,15 @@ def render_timeline(events: Iterable[Event], out_png: str | Path, *, from_s: flo
     if n_bumps:
         used.setdefault("generation bump (interruption)", ("|", "tab:red"))
 
-    ax.set_yticks([lane_y[lane] for lane in LANES], [LANE_LABELS[lane] for lane in LANES])
-    ax.set_ylim(-0.7, len(LANES) + 0.3)
+    ax.set_yticks([lane_y[lane] for lane in lanes], [LANE_LABELS[lane] for lane in lanes])
+    ax.set_ylim(-0.7, len(lanes) + 0.3)
     ax.set_xlim(lo - 0.01 * (hi - lo), hi + 0.01 * (hi - lo))
-    ax.set_xlabel("session time (s)")
+    clocks = sorted({te.event.clock for te in shown})
+    ax.set_xlabel("session time (s)" + (f", {clocks[0]} clock" if len(clocks) == 1 else ""))
     ax.grid(axis="x", color="0.85", lw=0.5)
     ax.set_title(title or "session timeline", fontsize=10, loc="left")
     if not shown:
-        ax.text((lo + hi) / 2, len(LANES) / 2, "no events in this time range", ha="center", color="0.4")
+        ax.text((lo + hi) / 2, len(lanes) / 2, "no events in this time range", ha="center", color="0.4")
     handles = [Line2D([], [], marker=m, color=c, linestyle="none", label=name) for name, (m, c) in used.items()]
     if handles:
         ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=7, frameon=False)

@@ -1,0 +1,71 @@
+"""One recording directory per `agent-runtime episode` episode: its manifest, its event bus, its .lmp.
+
+The manifest holds everything `replay --rerun` needs to play the episode again: the run config with the
+model actually used, the model id and weight hash, the env and agent seeds, the threads, the clock mode
+and its costs, the policy and its settings. Close order: the DoomEnv that played the episode first
+(ViZDoom finishes the .lmp only at the next new_episode or on close), then the recording, which stores
+the finished .lmp's hash in the manifest.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from agent_runtime.clocks import FixedCost
+from agent_runtime.config import RunConfig
+from agent_runtime.events import EventBus
+from agent_runtime.recording.manifest import Manifest
+from agent_runtime.recording.recording import Recording, RecordingWriter, default_recording_dir
+
+
+def episode_manifest(config: RunConfig, *, policy: str, env_seed: int, agent_seed: int | None, index: int,
+                     model_spec: str | None = None, model_id: str | None = None, weight_hash: str | None = None,
+                     model_seed: int | None = None, threads: int | None = None,
+                     fixed_cost: FixedCost | None = None, think_tokens: int | None = None,
+                     max_tics: int | None = None, lag_tics: int = 0) -> Manifest:
+    """The manifest of one episode. config.model.path/threads are set to what really ran."""
+    data = config.model_dump()
+    if model_id is not None:
+        data["model"]["path"] = model_spec
+    data["model"]["threads"] = threads
+    seeds: dict[str, Any] = {"run": config.seed, "env": env_seed, "agent": agent_seed}
+    if model_seed is not None:
+        seeds["model"] = model_seed
+    model_policy = model_id is not None
+    manifest = Manifest.build(
+        data, model_id=model_id, model_weight_hash=weight_hash, seeds=seeds, threads=threads,
+        policy=policy, episode=index, think_tokens=think_tokens, max_tics=max_tics, lag_tics=lag_tics,
+        fixed_cost=asdict(fixed_cost) if fixed_cost is not None else None,
+    )
+    # the clock that moved the world: compute time, a fixed cost per token, or the baselines' own tics
+    manifest.clock = ("fixed_cost" if fixed_cost is not None else "compute") if model_policy else "policy_tics"
+    return manifest
+
+
+class EpisodeRecording:
+    """An open episode recording: bus (its sink is the event log) and the .lmp path to record to."""
+
+    def __init__(self, writer: RecordingWriter):
+        self.writer = writer
+        self.bus = EventBus(writer.dir.name, clock=writer.manifest.clock, keep=False)
+        self.bus.sinks.append(writer)
+
+    @classmethod
+    def create(cls, root: str | Path, manifest: Manifest, *, scenario: str, index: int) -> EpisodeRecording:
+        """A fresh directory <root>/<scenario>-seed<S>-ep<NNN>-<timestamp>."""
+        name = f"{Path(scenario).stem}-seed{manifest.seeds.get('env')}-ep{index:03d}"
+        return cls(Recording.create(default_recording_dir(root, name), manifest))
+
+    @property
+    def dir(self) -> Path:
+        return self.writer.dir
+
+    @property
+    def lmp_path(self) -> Path:
+        return self.writer.lmp_path
+
+    def close(self) -> None:
+        """Only after the env that recorded the .lmp is closed."""
+        self.writer.close()

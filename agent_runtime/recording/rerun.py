@@ -1,0 +1,152 @@
+"""Play a recorded llm-policy episode again from its recorded inputs and compare the actions it emits.
+
+Inputs that make the run what it was: the model (checked by weight hash), the run config, the env and
+agent seeds, the thread count, the step costs the clock charged (clock_advance events: the world moves
+exactly as it did, whatever this machine's speed) and the user's typed inputs (user_input events). With
+those fixed the agent must emit the same (command, frame_tic) sequence; the first difference is reported.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from agent_runtime.errors import UserError
+from agent_runtime.events import Event, EventBus
+from agent_runtime.recording.manifest import MANIFEST_FILE
+from agent_runtime.recording.recording import Recording
+
+RERUNNABLE_POLICIES = ("llm",)
+
+
+def recorded_actions(events: list[Event]) -> list[tuple[str, int]]:
+    """(command, frame_tic) of every action_emitted event, in order."""
+    return [(e.payload.get("command"), e.payload.get("frame_tic")) for e in events if e.kind == "action_emitted"]
+
+
+def recorded_step_costs(events: list[Event], source: str) -> list[float]:
+    """cost_ms of the clock_advance events, which must run 0, 1, 2, ... without gaps."""
+    costs: list[float] = []
+    for e in events:
+        if e.kind != "clock_advance":
+            continue
+        step, cost = e.payload.get("step"), e.payload.get("cost_ms")
+        if step != len(costs) or not isinstance(cost, (int, float)) or isinstance(cost, bool):
+            raise UserError(f"{source}: clock_advance event seq {e.seq} is out of order or has no cost_ms "
+                            f"(expected step {len(costs)}); the recording cannot be re-run")
+        costs.append(float(cost))
+    if not costs:
+        raise UserError(f"{source}: no clock_advance events; the recording cannot be re-run "
+                        "(it was made before step costs were recorded, or by a baseline policy)")
+    return costs
+
+
+def first_divergence(recorded: list, rerun: list) -> dict[str, Any] | None:
+    """{index, recorded, rerun} of the first differing action (None past the end), or None when equal."""
+    for index in range(max(len(recorded), len(rerun))):
+        a = recorded[index] if index < len(recorded) else None
+        b = rerun[index] if index < len(rerun) else None
+        if a != b:
+            as_dict = (lambda x: None if x is None else {"command": x[0], "frame_tic": x[1]})
+            return {"index": index, "recorded": as_dict(a), "rerun": as_dict(b)}
+    return None
+
+
+def _model_spec(model_id: str | None) -> str | None:
+    from agent_runtime.model_loader import EMBEDDED_MODEL_ID
+
+    if model_id is None:
+        raise UserError("the manifest names no model (model_id is null); only model-policy recordings can be re-run")
+    return None if model_id == EMBEDDED_MODEL_ID else model_id
+
+
+def rerun_recording(directory: str | Path) -> dict[str, Any]:
+    """Re-run the recording in DIR; {"same_actions", "n_actions", "n_actions_rerun", "first_divergence", ...}."""
+    import torch
+
+    from agent_runtime.clocks import FixedCost
+    from agent_runtime.config import RunConfig
+
+    recording = Recording.open(directory)
+    manifest, source = recording.manifest, str(recording.dir / MANIFEST_FILE)
+    policy = manifest.extra.get("policy")
+    if policy not in RERUNNABLE_POLICIES:
+        raise UserError(f"{source}: policy {policy!r} cannot be re-run; --rerun replays recordings of the "
+                        f"{', '.join(RERUNNABLE_POLICIES)} policy made by `agent-runtime episode`")
+    try:
+        config = RunConfig.model_validate(manifest.config)
+    except ValidationError as e:
+        raise UserError(f"{source}: its config is not valid for this runtime: {e.errors()[0]['msg']}") from None
+    events = recording.events
+    costs = recorded_step_costs(events, str(recording.events_path))
+    env_seed, agent_seed = manifest.seeds.get("env"), manifest.seeds.get("agent", 0)
+    if not isinstance(env_seed, int):
+        raise UserError(f"{source}: seeds.env is missing; the recording cannot be re-run")
+    fixed = manifest.extra.get("fixed_cost")
+    fixed_cost = FixedCost(**fixed) if isinstance(fixed, dict) else None
+
+    previous_threads = torch.get_num_threads()
+    try:
+        bus, threads, n_user_inputs = _play_again(recording, config, costs, env_seed, agent_seed, fixed_cost, source)
+    finally:
+        torch.set_num_threads(previous_threads)  # a library call leaves the process's thread count as it was
+    recorded, rerun = recorded_actions(events), recorded_actions(bus.events)
+    divergence = first_divergence(recorded, rerun)
+    recorded_frames = [(e.tic, e.payload.get("screen_hash")) for e in events if e.kind == "frame_read"]
+    rerun_frames = [(e.tic, e.payload.get("screen_hash")) for e in bus.events if e.kind == "frame_read"]
+    return {
+        "same_actions": divergence is None,
+        "n_actions": len(recorded),
+        "n_actions_rerun": len(rerun),
+        "first_divergence": divergence,
+        "same_frames": recorded_frames == rerun_frames,
+        "n_steps": len(costs),
+        "n_user_inputs": n_user_inputs,
+        "model": manifest.model_id,
+        "threads": threads,
+    }
+
+
+def _play_again(recording: Recording, config, costs: list[float], env_seed: int, agent_seed: int, fixed_cost,
+                source: str) -> tuple[EventBus, int, int]:
+    """Load the recorded model (same weights, dtype, threads) and play the episode with the recorded inputs."""
+    from agent_runtime.llm_episode import LLMRuntime, run_llm_episode
+    from agent_runtime.model_loader import load_model, set_threads
+    from agent_runtime.recording.user_script import user_script_from_events
+    from envs.doom_env import DoomEnv
+
+    manifest = recording.manifest
+    spec = _model_spec(manifest.model_id)
+    threads = set_threads(manifest.threads or config.model.threads or 1)
+    loaded = load_model(spec, dtype=config.model.dtype, seed=int(manifest.seeds.get("model", 0)))
+    if manifest.model_weight_hash is not None and loaded.weight_hash != manifest.model_weight_hash:
+        raise UserError(
+            f"model {manifest.model_id} has weight hash {loaded.weight_hash}, but the recording was made with "
+            f"{manifest.model_weight_hash} ({source}); a rerun needs the very same weights"
+        )
+    bus = EventBus(f"rerun-{recording.dir.name}", keep=True)
+    try:
+        env = DoomEnv(config.scenario, resolution=config.resolution, clock="sync", seed=env_seed)
+    except Exception as e:  # an unknown scenario, a broken .cfg or WAD
+        raise UserError(f"{source}: cannot start scenario {config.scenario}: "
+                        f"{str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}") from None
+    with env:
+        runtime = LLMRuntime.build(loaded, config, env.buttons, scenario=env.scenario)
+        user_script = user_script_from_events(recording.events, runtime.grammar)
+        max_tics = manifest.extra.get("max_tics")
+        run_llm_episode(env, runtime, seed=env_seed, agent_seed=agent_seed, fixed_cost=fixed_cost, bus=bus,
+                        max_tics=max_tics if isinstance(max_tics, int) else None, replay_costs=costs,
+                        user_script=user_script or None)
+    return bus, threads, len(user_script)
+
+
+def describe_rerun(result: dict[str, Any]) -> str:
+    """One or two lines for people."""
+    if result["same_actions"]:
+        return (f"rerun: same actions ({result['n_actions']} actions over {result['n_steps']} engine steps, "
+                f"frames {'identical' if result['same_frames'] else 'DIFFERENT'})")
+    d = result["first_divergence"]
+    return (f"rerun: DIFFERENT actions ({result['n_actions']} recorded, {result['n_actions_rerun']} re-run); "
+            f"first divergence at action {d['index']}: recorded {d['recorded']}, rerun {d['rerun']}")

@@ -1,0 +1,74 @@
+"""Typed user input as a script: {engine step: (text, Command | None)}, from the CLI or from a recording.
+
+A recording stores each injected input as a user_input event (step, text, command text); re-running it
+feeds the same texts at the same engine steps, with the command rebuilt from the action grammar.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from agent_runtime.action_grammar import NOOP, ActionGrammar, Command
+from agent_runtime.errors import UserError
+from agent_runtime.events import Event
+
+UserScript = dict[int, tuple[str, Command | None]]
+
+
+def command_for_text(grammar: ActionGrammar, text: str | None) -> Command | None:
+    """The grammar's command spelled `text` ("TURN_LEFT", "ATTACK 3"), or None when it is not one."""
+    if not text:
+        return None
+    words = text.strip().upper().split()
+    if not words or len(words) > 2:
+        return None
+    name = words[0]
+    if name not in grammar.buttons and name != NOOP:
+        return None
+    if len(words) == 1:
+        tics = grammar.default_tics
+    elif words[1].isdigit() and int(words[1]) >= 1:
+        tics = int(words[1])
+    else:
+        return None
+    for command in grammar.commands:
+        if command.name == name and command.tics == tics:
+            return command
+    return Command(name, {} if name == NOOP else {name: 1.0}, tics)
+
+
+def parse_user_text_args(values: Iterable[str] | None) -> dict[int, str]:
+    """--user-text STEP:TEXT (repeatable) -> {step: text}; UserError on a malformed value."""
+    script: dict[int, str] = {}
+    for value in values or ():
+        step, sep, text = value.partition(":")
+        if not sep or not step.strip().isdigit() or not text.strip():
+            raise UserError(f"--user-text {value!r}: expected STEP:TEXT, e.g. 40:TURN_LEFT or '80:look for enemies'")
+        if int(step) in script:
+            raise UserError(f"--user-text: engine step {int(step)} is given twice")
+        script[int(step)] = text.strip()
+    return script
+
+
+def build_user_script(texts: dict[int, str], grammar: ActionGrammar) -> UserScript:
+    """Texts that spell a command also act directly (as a typed button command does)."""
+    return {step: (text, command_for_text(grammar, text)) for step, text in texts.items()}
+
+
+def user_script_from_events(events: Iterable[Event], grammar: ActionGrammar) -> UserScript:
+    """The recorded user_input events as the script that replays them (the recorded command text wins)."""
+    script: UserScript = {}
+    for event in events:
+        if event.kind != "user_input":
+            continue
+        step, text = event.payload.get("step"), event.payload.get("text")
+        if not isinstance(step, int) or not isinstance(text, str):
+            raise UserError(f"user_input event seq {event.seq} has no integer 'step' and string 'text'; "
+                            "it cannot be re-run")
+        recorded_command = event.payload.get("command")
+        command = command_for_text(grammar, recorded_command) if recorded_command else None
+        if recorded_command and command is None:
+            raise UserError(f"user_input event seq {event.seq}: command {recorded_command!r} is not in this "
+                            f"scenario's action grammar")
+        script[step] = (text, command)
+    return script
