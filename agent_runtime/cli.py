@@ -11,7 +11,7 @@ from agent_runtime.errors import UserError
 # Subcommand name -> module in agent_runtime.commands. Each module has add_arguments(p) and run(args) -> int.
 COMMANDS = {
     "episode": "Run headless ViZDoom episodes and print their results.",
-    "bench": "Benchmarks: `bench kv` (blocks and views), `bench reaction` (multi-stream vs sequential), `bench memory`.",
+    "bench": "Benchmarks: kv (blocks and views), reaction (multi-stream vs sequential), interrupt, voice, memory.",
     "live": "Real-time play: the agent plays while you type or speak commands (--voice).",
     "transcribe": "Transcribe voice commands in a WAV file with the live VAD + grammar pipeline.",
     "replay": "Check a recording: replay its .lmp and compare frames with its events (--video, --rerun).",

@@ -224,12 +224,16 @@ class RecordingSpeaker:
 # ---------------------------------------------------------------- sounddevice backend
 
 
-def _devices() -> list[dict]:
+def _sounddevice():
     try:
         import sounddevice as sd
     except OSError as e:  # libportaudio2 missing
         raise NoAudioDeviceError(f"PortAudio is not available ({e}); install the Debian package libportaudio2") from None
-    return [dict(d) for d in sd.query_devices()]
+    return sd
+
+
+def _devices() -> list[dict]:
+    return [dict(d) for d in _sounddevice().query_devices()]
 
 
 def describe_devices() -> str:
@@ -250,7 +254,7 @@ def _pick_device(kind: str, device: int | str | None) -> int | str | None:
                                  f"Use a WAV file instead (e.g. `agent-runtime transcribe FILE.wav`).")
     if device is not None:
         return device
-    import sounddevice as sd
+    sd = _sounddevice()
     default = sd.default.device[0 if kind == "input" else 1]
     return default if default is not None and default >= 0 else usable[0]
 
@@ -258,7 +262,7 @@ def _pick_device(kind: str, device: int | str | None) -> int | str | None:
 def open_input_stream(callback: AudioCallback, device: int | str | None = None,
                       samplerate: int = SAMPLE_RATE, blocksize: int = BLOCK_FRAMES):
     """A sounddevice InputStream (mono float32) driving `callback`; NoAudioDeviceError when there is none."""
-    import sounddevice as sd
+    sd = _sounddevice()
     dev = _pick_device("input", device)
     try:
         return sd.InputStream(device=dev, channels=1, samplerate=samplerate, blocksize=blocksize,
@@ -270,7 +274,7 @@ def open_input_stream(callback: AudioCallback, device: int | str | None = None,
 def open_output_stream(callback: AudioCallback, samplerate: int, device: int | str | None = None,
                        blocksize: int = 1024):
     """A sounddevice OutputStream (mono float32) pulling from `callback`; NoAudioDeviceError when there is none."""
-    import sounddevice as sd
+    sd = _sounddevice()
     dev = _pick_device("output", device)
     try:
         return sd.OutputStream(device=dev, channels=1, samplerate=samplerate, blocksize=blocksize,
