@@ -74,7 +74,14 @@ def run_live(env: DoomEnv, runtime, *, seconds: float | None = None, voice=None,
         if voice is not None:
             voice.start()
         last_report = 0.0
-        while not world.finished and (seconds is None or world.now_ms() < seconds * 1000.0):
+        episodes = 1
+        while seconds is None or world.now_ms() < seconds * 1000.0:
+            if world.finished:
+                if seconds is None:
+                    break
+                env.new_episode()  # a timed session keeps playing: the next episode starts at once
+                agent.new_episode()
+                episodes += 1
             world.release_if_due()
             timed = world.read()
             if timed is not None:
@@ -106,6 +113,7 @@ def run_live(env: DoomEnv, runtime, *, seconds: float | None = None, voice=None,
             voice.close()
     e, s = executor.stats, agent.stats
     return {
+        "episodes": episodes,
         "reward": env.total_reward,
         "kills": env.kills,
         "seconds": world.now_ms() / 1000.0,

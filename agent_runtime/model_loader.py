@@ -77,8 +77,9 @@ def free_cores() -> int:
     return max(1, allowed - busy)
 
 
-def set_threads(threads: int | None) -> int:
-    n = threads or free_cores()
+def set_threads(threads: int | None, *, reserve: int = 0) -> int:
+    """Use `threads`, else the free cores minus `reserve` (real time: the game and audio threads need a core)."""
+    n = threads or max(1, free_cores() - reserve)
     torch.set_num_threads(n)
     return n
 

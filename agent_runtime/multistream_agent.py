@@ -187,6 +187,14 @@ class MultiStreamAgent:
             return None
         return Action(command, gen, newest.frame.tic, max(newest.read_ms, now_ms), now_ms, source="user")
 
+    def new_episode(self) -> None:
+        """The game restarted: old frames leave the views (tics start over); thoughts and history stay."""
+        while self.frames:
+            self._evict_oldest_frame()
+        self.pending_frames.clear()
+        self.action.last_frame_tic = -1
+        self._sync_views()
+
     def newest_frame(self) -> TimedFrame | None:
         if self.pending_frames:
             return self.pending_frames[-1]

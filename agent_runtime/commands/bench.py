@@ -237,7 +237,7 @@ def _run_voice(args) -> int:
 
     if args.commands < 1:
         raise UserError(f"--commands must be at least 1 (got {args.commands})")
-    threads = set_threads(None)
+    threads = set_threads(None, reserve=1)  # the real-time game, microphone and recognizer need a core
     loaded = load_model(args.model, dtype=args.dtype)
     info = machine_info(loaded.model_id, threads, clock="realtime (ASYNC_PLAYER, device-free audio in real time)")
     print_header(info)

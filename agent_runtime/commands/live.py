@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
         bad = [b for b in env.buttons if not expressible(b)]
         if bad:
             raise UserError(f"{env.scenario} has button(s) {', '.join(bad)} that the action grammar cannot express")
-        threads = set_threads(config.model.threads)
+        threads = set_threads(config.model.threads, reserve=1)  # the real-time game and audio need a core
         loaded = load_model(args.model or config.model.path, dtype=config.model.dtype)
         runtime = LLMRuntime.build(loaded, config, env.buttons, scenario=env.scenario)
         typed = TypedCommands() if sys.stdin.isatty() else None
