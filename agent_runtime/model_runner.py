@@ -112,6 +112,7 @@ class ModelRunner:
         self.backend = backend
         self.device = torch.device(device)
         self.inv_freq = rope_inv_freq(self.model).to(self.device)
+        self.dtype = next(self.model.parameters()).dtype  # rotation tables are built once per step in this dtype
         self.forwards = 0
 
     @torch.inference_mode()
@@ -163,7 +164,7 @@ class ModelRunner:
             backend=self.backend,
         )
         if self.backend == "torch":
-            ctx.prepared = prepare_view_attention(layout, self.inv_freq)
+            ctx.prepared = prepare_view_attention(layout, self.inv_freq, dtype=self.dtype)
         ids = torch.tensor([token_ids], device=self.device)
         pos = torch.tensor([positions], device=self.device)
         keep_t = torch.tensor(keep if keep else [0], device=self.device)

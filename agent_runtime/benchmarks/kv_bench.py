@@ -107,17 +107,24 @@ class KVBench:
                 "drop_vs_recompute": r.median / d.median}
 
     # (c) -------------------------------------------------------------------------------------------
-    def streams(self, counts=(1, 2, 4, 8), steps: int = 12) -> dict:
+    def streams(self, counts=(1, 2, 4, 8), rounds: int = 20) -> dict:
+        """Rounds interleave the stream counts, so machine drift hits every count alike."""
         prompt = self.store.create("prompt")
         self.runner.prefill(View(self.store, own=prompt), _tokens(self.rng, 256))
-        rates = {}
+        views = {}
         for n in counts:
-            views = [View(self.store, [prompt], own=self.store.create(f"s{i}")) for i in range(n)]
-            self.runner.forward([StreamInput(v, [7]) for v in views])  # warm-up
-            per_step = [timed(lambda: self.runner.forward([StreamInput(v, [7]) for v in views])) for _ in range(steps)]
-            rates[n] = n / Timing(per_step).median
-            progress(f"(c) {n} streams: {rates[n]:.1f} tokens/s")
-            for v in views:
+            views[n] = [View(self.store, [prompt]) for _ in range(n)]
+            for v in views[n]:
+                v.start_own(f"s{n}")
+            self.runner.forward([StreamInput(v, [7]) for v in views[n]])  # warm-up
+        samples = {n: [] for n in counts}
+        for _ in range(rounds):
+            for n in counts:
+                samples[n].append(timed(lambda: self.runner.forward([StreamInput(v, [7]) for v in views[n]])))
+        rates = {n: n / Timing(samples[n]).median for n in counts}
+        for n in counts:
+            progress(f"(c) {n} streams: {rates[n]:.1f} tokens/s (step {Timing(samples[n]).ms()})")
+            for v in views[n]:
                 v.close()
         self.store.release(prompt)
         out = {f"tokens_per_s_{n}": r for n, r in rates.items()}
