@@ -38,6 +38,14 @@ class KVBench:
         self.runner = ModelRunner(loaded, self.store, backend=backend, device=device)
         self.device = device
 
+    def _block(self, label: str, tokens: list[int], context: list | None = None):
+        """A new block prefilled after `context` blocks; the prefill view lets go of everything after."""
+        block = self.store.create(label)
+        view = View(self.store, context or [], own=block)
+        self.runner.prefill(view, tokens)
+        view.close()
+        return block
+
     # (a) -------------------------------------------------------------------------------------------
     def view_vs_contiguous(self) -> dict:
         from transformers import DynamicCache
@@ -46,13 +54,12 @@ class KVBench:
         per = self.context // self.blocks
         blocks = []
         for i in range(self.blocks):
-            b = self.store.create(f"ctx{i}")
-            self.runner.prefill(View(self.store, blocks, own=b), tokens[i * per : (i + 1) * per])
-            blocks.append(b)
-        view8 = View(self.store, blocks, own=self.store.create("own8"))
-        one = self.store.create("ctx-one")
-        self.runner.prefill(View(self.store, own=one), tokens[: per * self.blocks])
-        view1 = View(self.store, [one], own=self.store.create("own1"))
+            blocks.append(self._block(f"ctx{i}", tokens[i * per : (i + 1) * per], blocks))
+        view8 = View(self.store, blocks)
+        view8.start_own("own8")
+        one = self._block("ctx-one", tokens[: per * self.blocks])
+        view1 = View(self.store, [one])
+        view1.start_own("own1")
 
         cache = DynamicCache(config=self.plain.config)
         with torch.inference_mode():
@@ -89,16 +96,15 @@ class KVBench:
         head, middle, tail = _tokens(self.rng, 64), _tokens(self.rng, 64), _tokens(self.rng, self.suffix)
         drop_s, recompute_s = [], []
         for _ in range(max(3, self.repeats // 5)):
-            a, m, t = self.store.create("head"), self.store.create("middle"), self.store.create("suffix")
-            self.runner.prefill(View(self.store, own=a), head)
-            self.runner.prefill(View(self.store, own=m), middle)
-            self.runner.prefill(View(self.store, own=t), tail)
-            view = View(self.store, [a, m, t], own=self.store.create("own"))
+            a, m, t = self._block("head", head), self._block("middle", middle), self._block("suffix", tail)
+            view = View(self.store, [a, m, t])
+            view.start_own("own")
             for b in (a, m, t):
                 self.store.release(b)
             drop_s.append(timed(lambda: view.drop(m)))
             # the alternative without block-local keys: recompute every token after the dropped block
-            redo = View(self.store, [a], own=self.store.create("redo"))
+            redo = View(self.store, [a])
+            redo.start_own("redo")
             recompute_s.append(timed(lambda: self.runner.prefill(redo, tail)))
             view.close(); redo.close()
         d, r = Timing(drop_s), Timing(recompute_s)
@@ -109,8 +115,7 @@ class KVBench:
     # (c) -------------------------------------------------------------------------------------------
     def streams(self, counts=(1, 2, 4, 8), rounds: int = 20) -> dict:
         """Rounds interleave the stream counts, so machine drift hits every count alike."""
-        prompt = self.store.create("prompt")
-        self.runner.prefill(View(self.store, own=prompt), _tokens(self.rng, 256))
+        prompt = self._block("prompt", _tokens(self.rng, 256))
         views = {}
         for n in counts:
             views[n] = [View(self.store, [prompt]) for _ in range(n)]
