@@ -148,17 +148,12 @@ class CommandDecoder:
         else:
             scores = logits[allowed]
             best = allowed[int(scores.argmax())]
-        appended = [best]
         self.node = self.node.children[best]
-        while len(self.node.children) == 1 and self.node.command is None:
-            (forced,) = self.node.children
-            appended.append(forced)
-            self.node = self.node.children[forced]
-        self.tokens.extend(appended)
-        return appended
+        self.tokens.append(best)
+        return [best] + self.forced_prefix()
 
     def forced_prefix(self) -> list[int]:
-        """Tokens forced before the first real choice (e.g. a shared ' T' 'URN' '_' when all commands share them)."""
+        """Tokens forced before the next real choice (e.g. 'URN' '_' once ' T' is chosen)."""
         appended = []
         while len(self.node.children) == 1 and self.node.command is None:
             (forced,) = self.node.children

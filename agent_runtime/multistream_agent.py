@@ -210,43 +210,30 @@ class MultiStreamAgent:
         scratch_views: list[View] = []
         budget = self.prefill_tokens_per_step
 
-        new_frame = None
+        def isolated_prefill(label: str, role: str, tokens: list[int]) -> Block:
+            """A new block prefilled on its own view in this forward (it sees only itself)."""
+            nonlocal budget
+            block = self.store.create(label)
+            view = View(self.store, own=block, name=role)
+            scratch_views.append(view)
+            inputs.append(StreamInput(view, tokens, logits="none"))
+            roles.append(role)
+            budget -= len(tokens)
+            return block
+
         if self.pending_frames:
             timed = self.pending_frames.pop()  # the newest; older pending frames age out and are dropped
             tokens = self._encode(FRAME_PREFIX + encode_observation(timed.frame))
-            block = self.store.create(f"frame{timed.frame.tic}")
-            view = View(self.store, own=block, name="frame")
-            scratch_views.append(view)
-            inputs.append(StreamInput(view, tokens, logits="none"))
-            roles.append("frame")
-            budget -= len(tokens)
-            self.frames.append(_FrameEntry(block, timed))
+            self.frames.append(_FrameEntry(isolated_prefill(f"frame{timed.frame.tic}", "frame", tokens), timed))
             self.stats.frames_prefilled += 1
             self._emit("frame_prefilled", "frames", tic=timed.frame.tic, sim_ms=now_ms,
                        age_ms=now_ms - timed.read_ms, tokens=len(tokens))
-            new_frame = timed
             self._cap_frames()
-
-        while self.pending_user and budget > 0:
-            tokens = self.pending_user.popleft()
-            block = self.store.create("user")
-            view = View(self.store, own=block, name="user")
-            scratch_views.append(view)
-            inputs.append(StreamInput(view, tokens, logits="none"))
-            roles.append("user")
-            budget -= len(tokens)
-            self.sections["user"].append(block)
-            self._cap("user")
-        while self.pending_heard and budget > 0:  # only speech the user actually heard enters history
-            tokens = self.pending_heard.popleft()
-            block = self.store.create("commentary")
-            view = View(self.store, own=block, name="heard")
-            scratch_views.append(view)
-            inputs.append(StreamInput(view, tokens, logits="none"))
-            roles.append("heard")
-            budget -= len(tokens)
-            self.sections["commentary"].append(block)
-            self._cap("commentary")
+        for queue, section, role in ((self.pending_user, "user", "user"),
+                                     (self.pending_heard, "commentary", "heard")):  # heard speech only
+            while queue and budget > 0:
+                self.sections[section].append(isolated_prefill(section, role, queue.popleft()))
+                self._cap(section)
         self._sync_views()
 
         for role, inp in self._action_inputs(gen):
