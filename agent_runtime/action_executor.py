@@ -34,6 +34,25 @@ class ExecutorStats:
     exec_frame_age_ms: list[float] = field(default_factory=list)
     first_executed_ms: float | None = None
 
+    def summary(self) -> dict:
+        """The per-episode result keys every agent reports."""
+        import numpy as np
+
+        def pct(q):
+            return float(np.percentile(self.reaction_ms, q)) if self.reaction_ms else None
+
+        return {
+            "actions_executed": self.executed,
+            "actions_fenced": self.fenced,
+            "actions_fenced_generation": self.fenced_generation,
+            "actions_fenced_age": self.fenced_age,
+            "reaction_ms_p50": pct(50),
+            "reaction_ms_p95": pct(95),
+            "reaction_ms_p99": pct(99),
+            "first_action_ms": self.first_executed_ms,
+            "reaction_samples_ms": [round(x, 2) for x in self.reaction_ms],
+        }
+
 
 class ActionExecutor:
     def __init__(self, world, generation: SessionGeneration, *, max_action_age_ms: float, bus: EventBus | None = None):

@@ -18,7 +18,6 @@ from agent_runtime.action_executor import ActionExecutor
 from agent_runtime.action_grammar import Command
 from agent_runtime.events import EventBus
 from agent_runtime.generation import SessionGeneration
-from agent_runtime.llm_episode import percentile
 from agent_runtime.multistream_agent import MultiStreamAgent
 from agent_runtime.realtime_world import RealTimeWorld
 from agent_runtime.sync_world import TimedFrame
@@ -117,11 +116,8 @@ def run_live(env: DoomEnv, runtime, *, seconds: float | None = None, voice=None,
         "reward": env.total_reward,
         "kills": env.kills,
         "seconds": world.now_ms() / 1000.0,
-        "actions_executed": e.executed,
-        "actions_fenced": e.fenced,
         "frames_dropped": s.frames_dropped,
-        "reaction_ms_p50": percentile(e.reaction_ms, 50),
-        "reaction_ms_p95": percentile(e.reaction_ms, 95),
+        **{k: v for k, v in e.summary().items() if k != "reaction_samples_ms"},
         "thinker_tokens": s.thinker_tokens,
         "remarks_started": s.remarks_started,
         "remarks_stopped": s.remarks_stopped,

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
-import numpy as np
 
 from envs.doom_env import DoomEnv
 
@@ -20,10 +18,6 @@ from agent_runtime.model_loader import LoadedModel
 from agent_runtime.model_runner import ModelRunner
 from agent_runtime.multistream_agent import MultiStreamAgent
 from agent_runtime.sync_world import SyncWorld, TimedFrame
-
-
-def percentile(values: list[float], q: float) -> float | None:
-    return float(np.percentile(values, q)) if values else None
 
 
 @dataclass
@@ -114,15 +108,9 @@ def run_llm_episode(env: DoomEnv, runtime: LLMRuntime, *, seed: int | None = Non
         "reward": world.reward,
         "kills": env.kills,
         "tics": end_tic - start_tic,
-        "actions_executed": e.executed,
-        "actions_fenced": e.fenced,
-        "actions_fenced_generation": e.fenced_generation,
-        "actions_fenced_age": e.fenced_age,
+        **e.summary(),
         "frames_dropped": s.frames_dropped,
         "frames_prefilled": s.frames_prefilled,
-        "reaction_ms_p50": percentile(e.reaction_ms, 50),
-        "reaction_ms_p95": percentile(e.reaction_ms, 95),
-        "reaction_ms_p99": percentile(e.reaction_ms, 99),
         "thinker_tokens": s.thinker_tokens,
         "thinker_paragraphs": s.thinker_paragraphs,
         "decisions": s.decisions,
@@ -133,6 +121,4 @@ def run_llm_episode(env: DoomEnv, runtime: LLMRuntime, *, seed: int | None = Non
         "clock": clock.name,
         "pool_peak_pages": pool_peak,
         "pool_capacity_pages": runtime.store.num_pages,
-        "first_action_ms": e.first_executed_ms,
-        "reaction_samples_ms": [round(x, 2) for x in e.reaction_ms],
     }

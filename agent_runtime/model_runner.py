@@ -14,7 +14,7 @@ import torch
 from transformers import AttentionInterface
 from transformers.masking_utils import AttentionMaskInterface
 
-from agent_runtime.kv_block_store import Block, KVBlockStore
+from agent_runtime.kv_block_store import KVBlockStore
 from agent_runtime.model_loader import LoadedModel, check_supported
 from agent_runtime.view import View
 from kernels import view_attention

@@ -51,7 +51,7 @@ class SequentialAgent:
     def decide(self, timed: TimedFrame, charge) -> tuple:
         """Run one read-think-act cycle; charge(measured_s, decode_rows, prefill_tokens) moves the world."""
         view = View(self.store, [self.system] + self.history, name="sequential")
-        own = view.start_own("cycle")
+        view.start_own("cycle")
         frame_text = FRAME_PREFIX + encode_observation(timed.frame)
         prompt = self._enc(ACTION_PROMPT)
         if self.think_tokens:
@@ -103,8 +103,6 @@ def run_sequential_episode(env: DoomEnv, runtime, *, think_tokens: int, seed: in
                            bus: EventBus | None = None, max_action_age_ms: float = math.inf,
                            agent_seed: int = 0, progress=None) -> dict:
     """Read the newest frame, think, act; repeat. Fencing is off by default: an ordinary loop acts late."""
-    from agent_runtime.llm_episode import percentile
-
     clock = SessionClock(fixed_cost)
     generation = SessionGeneration()
     world = SyncWorld(env, clock, frame_window_ms=2 * MS_PER_TIC)
@@ -144,17 +142,11 @@ def run_sequential_episode(env: DoomEnv, runtime, *, think_tokens: int, seed: in
         "reward": world.reward,
         "kills": env.kills,
         "tics": end_tic - start_tic,
-        "actions_executed": e.executed,
-        "actions_fenced": e.fenced,
+        **e.summary(),
         "frames_dropped": 0,
-        "reaction_ms_p50": percentile(e.reaction_ms, 50),
-        "reaction_ms_p95": percentile(e.reaction_ms, 95),
-        "reaction_ms_p99": percentile(e.reaction_ms, 99),
         "thinker_tokens": agent.thinker_tokens,
         "decisions": decisions,
         "engine_steps": agent.forwards,
         "session_ms": clock.now_ms,
         "clock": clock.name,
-        "first_action_ms": e.first_executed_ms,
-        "reaction_samples_ms": [round(x, 2) for x in e.reaction_ms],
     }
