@@ -1,0 +1,59 @@
+"""Model loading: the supported sources, clear errors for the rest, threads that never oversubscribe."""
+
+import os
+
+import pytest
+import torch
+
+from agent_runtime.errors import UserError
+from agent_runtime.kv_block_store import KVBlockStore
+from agent_runtime.model_loader import free_cores, load_model, set_threads
+from agent_runtime.model_runner import ModelRunner
+
+
+def test_missing_path_non_gguf_file_and_directory_without_config_are_clear_errors(tmp_path):
+    with pytest.raises(UserError, match="model path does not exist"):
+        load_model(str(tmp_path / "nope"), tokenizer=False)
+    text = tmp_path / "weights.bin"
+    text.write_bytes(b"\0" * 16)
+    with pytest.raises(UserError, match="is not a .gguf file"):
+        load_model(str(text), tokenizer=False)
+    with pytest.raises(UserError, match="has no config.json"):
+        load_model(str(tmp_path), tokenizer=False)
+    with pytest.raises(UserError, match="unknown tiny model"):
+        load_model("tiny:gpt9", tokenizer=False)
+
+
+def test_a_saved_safetensors_directory_loads_with_the_same_weights(tmp_path):
+    tiny = load_model("tiny:qwen3", dtype="float32", tokenizer=False, seed=4)
+    tiny.model.save_pretrained(tmp_path)
+    from agent_runtime.model_loader import load_tokenizer
+
+    load_tokenizer().save_pretrained(tmp_path)
+    again = load_model(str(tmp_path), dtype="float32")
+    assert again.weight_hash == tiny.weight_hash
+    assert again.tokenizer is not None
+
+
+def test_gemma3_is_refused_with_a_clear_unsupported_error():
+    from transformers import AutoModelForCausalLM, Gemma3TextConfig
+
+    config = Gemma3TextConfig(vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                              num_attention_heads=2, num_key_value_heads=1, head_dim=32, sliding_window=16)
+    from agent_runtime.model_loader import LoadedModel
+
+    loaded = LoadedModel(AutoModelForCausalLM.from_config(config), None, "tiny-gemma3", "")
+    store = KVBlockStore.for_model(config, capacity_tokens=256)
+    with pytest.raises(UserError, match="unsupported"):
+        ModelRunner(loaded, store)
+
+
+def test_threads_default_to_free_cores_and_a_reserve_never_goes_below_one():
+    cores = len(os.sched_getaffinity(0))
+    assert 1 <= free_cores() <= cores
+    before = torch.get_num_threads()
+    try:
+        assert set_threads(None, reserve=cores + 5) == 1
+        assert set_threads(2) == 2 and torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
