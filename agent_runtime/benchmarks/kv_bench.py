@@ -142,4 +142,11 @@ class KVBench:
         result.update(self.drop_vs_recompute())
         result.update(self.streams())
         result["pool_blocks_left"] = len(self.store.blocks)
+        if self.device == "cuda":
+            from agent_runtime.benchmarks.kernel_bench import kernel_vs_sdpa
+
+            result["kernel"] = kernel_vs_sdpa(device="cuda")
+            k = result["kernel"]
+            progress(f"(d) Triton view attention {k['triton_us']:.0f} us ({k['triton_gb_per_s']:.0f} GB/s) vs SDPA on a "
+                     f"contiguous copy {k['sdpa_contiguous_us']:.0f} us ({k['sdpa_gb_per_s']:.0f} GB/s)")
         return result
