@@ -70,6 +70,18 @@ class _FrameEntry:
     timed: TimedFrame
 
 
+MIN_PREFILL_CHUNK = 8  # a long text advances at least this much per step, even with the budget spent
+
+
+@dataclass
+class _PartialPrefill:
+    """A user or heard text longer than one step's prefill budget, prefilled over several steps."""
+
+    tokens: list[int]
+    view: View
+    done: int = 0
+
+
 class _ActionState:
     def __init__(self, view: View):
         self.view = view
@@ -232,7 +244,29 @@ class MultiStreamAgent:
         for queue, section, role in ((self.pending_user, "user", "user"),
                                      (self.pending_heard, "commentary", "heard")):  # heard speech only
             while queue and budget > 0:
-                self.sections[section].append(isolated_prefill(section, role, queue.popleft()))
+                item = queue[0]
+                if isinstance(item, _PartialPrefill):  # a long text, continued in chunks across steps
+                    chunk = item.tokens[item.done : item.done + max(budget, MIN_PREFILL_CHUNK)]
+                    item.done += len(chunk)
+                    inputs.append(StreamInput(item.view, chunk, logits="none"))
+                    roles.append(role)
+                    budget -= len(chunk)
+                    if item.done < len(item.tokens):
+                        break
+                    queue.popleft()
+                    scratch_views.append(item.view)
+                    block = item.view.own
+                elif len(item) > max(budget, MIN_PREFILL_CHUNK):  # too long for this step: start it in chunks
+                    block = self.store.create(section)
+                    queue[0] = _PartialPrefill(item, View(self.store, own=block, name=role))
+                    self.store.release(block)  # the partial view holds it until it is complete
+                    continue
+                else:
+                    self.sections[section].append(isolated_prefill(section, role, queue.popleft()))
+                    self._cap(section)
+                    continue
+                self.store.retain(block)  # the section's hold; the partial view closes after the forward
+                self.sections[section].append(block)
                 self._cap(section)
         self._sync_views()
 
@@ -489,6 +523,11 @@ class MultiStreamAgent:
 
     def close(self) -> None:
         self.stop_commentary("closed")
+        for queue in (self.pending_user, self.pending_heard):
+            for item in queue:
+                if isinstance(item, _PartialPrefill):
+                    item.view.close()
+            queue.clear()
         self.action.view.close()
         self.thinker.view.close()
         for entry in self.frames:

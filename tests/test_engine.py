@@ -17,7 +17,8 @@ from agent_runtime.generation import SessionGeneration
 from agent_runtime.llm_episode import run_llm_episode
 from agent_runtime.model_runner import StreamInput
 from agent_runtime.multistream_agent import MultiStreamAgent
-from agent_runtime.sync_world import TimedFrame
+from agent_runtime.sync_world import SyncWorld, TimedFrame
+from agent_runtime.clocks import SessionClock
 from agent_runtime.view import View
 from envs.doom_env import DoomEnv
 from tests.engine_rig import ActRecorder, make_runtime
@@ -193,3 +194,33 @@ def test_pool_and_process_memory_stay_flat_over_a_long_run(env):
     rss_growth_mb = (samples[-1][2] - samples[half // 2][2]) / 2**20
     assert rss_growth_mb < 40, f"process memory grew {rss_growth_mb:.1f} MB"
     assert runtime.store.used_pages == 0 and not runtime.store.blocks  # everything freed at the end
+
+
+def test_a_long_user_text_is_prefilled_in_chunks_while_the_action_stream_keeps_deciding(env):
+    runtime = make_runtime(env)
+    tok = runtime.loaded.tokenizer
+    generation = SessionGeneration()
+    agent = MultiStreamAgent(runtime.runner, tok, runtime.grammar, runtime.config.budgets, generation,
+                             scenario=env.scenario, prefill_tokens_per_step=48)
+    world = SyncWorld(env, SessionClock(FixedCost()))
+    text = " ".join(["enemies keep coming from the left side of the room"] * 12)
+    try:
+        agent.push_frame(TimedFrame(env.new_episode(), 0.0))
+        agent.push_user_text(text, 0.0)
+        user_tokens, batches = 0, []
+        for i in range(8):
+            outcome = agent.step(i * 80.0)
+            batches.append(outcome.batch)
+            user_tokens += sum(n for role, n in outcome.batch if role == "user")
+            for timed in world.advance_ms(80.0):
+                agent.push_frame(timed)
+        chunked = [b for b in batches if any(role == "user" for role, _ in b)]
+        assert len(chunked) >= 3  # spread over several steps, never one long stall
+        assert all(any(role == "action" for role, _ in b) for b in chunked)
+        assert all(sum(n for role, n in b if role in ("frame", "user")) <= 48 + 60 for b in chunked)
+        (block,) = agent.sections["user"]
+        assert block.token_ids == tok.encode("\nUser: " + text, add_special_tokens=False) and user_tokens == block.length
+        assert block in agent.thinker.view.blocks and block in agent.action.view.blocks
+    finally:
+        agent.close()
+    assert runtime.store.used_pages == 0
