@@ -55,7 +55,9 @@ class TypedCommands:
 
 
 def run_live(env: DoomEnv, runtime, *, seconds: float | None = None, voice=None, typed: TypedCommands | None = None,
-             generation: SessionGeneration | None = None, bus: EventBus | None = None, progress=None) -> dict:
+             generation: SessionGeneration | None = None, bus: EventBus | None = None, progress=None,
+             record_path=None) -> dict:
+    """record_path: the first episode's .lmp (later episodes of a timed session are not recorded)."""
     config = runtime.config
     generation = generation or (voice.session if voice is not None else SessionGeneration())
     world = RealTimeWorld(env)
@@ -67,7 +69,7 @@ def run_live(env: DoomEnv, runtime, *, seconds: float | None = None, voice=None,
                              on_sentence=voice.say if voice is not None else None)
     user_actions = []
     try:
-        first = env.new_episode()
+        first = env.new_episode(record_path)
         world.t0 = first.t_read
         agent.push_frame(TimedFrame(first, 0.0))
         if voice is not None:

@@ -23,6 +23,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--input-device", help="microphone device index or name (see `python -m sounddevice`)")
     p.add_argument("--output-device", help="speaker device index or name")
     p.add_argument("--json", action="store_true", help="print the session result as JSON")
+    p.add_argument("--out", help="directory for the session recording (default: the config's recordings_dir)")
+    p.add_argument("--no-record", action="store_true", help="do not write a recording")
 
 
 def _device(value):
@@ -30,13 +32,9 @@ def _device(value):
 
 
 def run(args: argparse.Namespace) -> int:
-    from agent_runtime.action_grammar import expressible
     from agent_runtime.config import load_config
     from agent_runtime.generation import SessionGeneration
-    from agent_runtime.live_session import TypedCommands, run_live
-    from agent_runtime.llm_episode import LLMRuntime
     from agent_runtime.model_loader import load_model, set_threads
-    from envs.doom_env import DoomEnv
     from envs.scenarios import ScenarioError, resolve_scenario
 
     config = load_config(args.config, scenario=args.scenario, clock="realtime")
@@ -48,18 +46,50 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(str(e)) from None
     window = bool(os.environ.get("DISPLAY")) and not args.no_window
     generation = SessionGeneration()
-    voice = None
-    if args.voice:
-        from agent_runtime.voice.voice_io import VoiceIO
+    threads = set_threads(config.model.threads, reserve=1)  # the real-time game and audio need a core
+    loaded = load_model(args.model or config.model.path, dtype=config.model.dtype)
+    recording = None
+    if not args.no_record:
+        from agent_runtime.recording.episode_recorder import EpisodeRecording, episode_manifest
 
-        voice = VoiceIO(generation, mode=args.barge_in, input_device=_device(args.input_device),
-                        output_device=_device(args.output_device))  # no device: a clear error listing devices
+        manifest = episode_manifest(config, policy="live", env_seed=config.seed, agent_seed=0, index=0,
+                                    model_spec=args.model or config.model.path, model_id=loaded.model_id,
+                                    weight_hash=loaded.weight_hash, threads=threads)
+        manifest.clock = "realtime"
+        recording = EpisodeRecording.create(args.out or config.recordings_dir, manifest,
+                                            scenario=config.scenario, index=0)
+        print(f"recording: {recording.dir}", file=sys.stderr, flush=True)
+    bus = recording.bus if recording is not None else None
+    voice = None
+    try:
+        if args.voice:
+            from agent_runtime.voice.voice_io import VoiceIO
+
+            voice = VoiceIO(generation, mode=args.barge_in, input_device=_device(args.input_device),
+                            output_device=_device(args.output_device), bus=bus,
+                            recording=recording.writer if recording else None)  # no device: a clear error
+        result = _play(args, config, window, generation, loaded, threads, voice, bus,
+                       recording.lmp_path if recording else None)
+    finally:
+        if recording is not None:
+            recording.close()  # after the env closed inside _play: the .lmp is complete
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(", ".join(f"{k} {v:.0f}" if isinstance(v, float) else f"{k} {v}" for k, v in result.items()))
+    return 0
+
+
+def _play(args, config, window, generation, loaded, threads, voice, bus, lmp_path) -> dict:
+    from agent_runtime.action_grammar import expressible
+    from agent_runtime.live_session import TypedCommands, run_live
+    from agent_runtime.llm_episode import LLMRuntime
+    from envs.doom_env import DoomEnv
+
     with DoomEnv(config.scenario, resolution=config.resolution, clock="realtime", seed=config.seed, window=window) as env:
         bad = [b for b in env.buttons if not expressible(b)]
         if bad:
             raise UserError(f"{env.scenario} has button(s) {', '.join(bad)} that the action grammar cannot express")
-        threads = set_threads(config.model.threads, reserve=1)  # the real-time game and audio need a core
-        loaded = load_model(args.model or config.model.path, dtype=config.model.dtype)
         runtime = LLMRuntime.build(loaded, config, env.buttons, scenario=env.scenario)
         typed = TypedCommands() if sys.stdin.isatty() else None
         print(f"live: {env.scenario}, {loaded.model_id}, {threads} thread(s), window {'on' if window else 'off'}, "
@@ -69,10 +99,5 @@ def run(args: argparse.Namespace) -> int:
         def progress(tic, kills, executed):
             print(f"  .. tic {tic}, kills {kills}, actions {executed}", file=sys.stderr, flush=True)
 
-        result = run_live(env, runtime, seconds=args.seconds, voice=voice, typed=typed, generation=generation,
-                          progress=progress)
-    if args.json:
-        print(json.dumps(result))
-    else:
-        print(", ".join(f"{k} {v:.0f}" if isinstance(v, float) else f"{k} {v}" for k, v in result.items()))
-    return 0
+        return run_live(env, runtime, seconds=args.seconds, voice=voice, typed=typed, generation=generation,
+                        progress=progress, bus=bus, record_path=lmp_path)
