@@ -24,6 +24,7 @@ from envs.observation_text import encode_observation
 
 from agent_runtime.action_executor import Action
 from agent_runtime.action_grammar import ActionGrammar, Command, CommandDecoder, CommandScorer
+from agent_runtime.commentary_stream import CommentaryStream
 from agent_runtime.config import BudgetConfig
 from agent_runtime.events import EventBus
 from agent_runtime.generation import SessionGeneration
@@ -93,19 +94,6 @@ class _ActionState:
         self.last_frame_tic = -1
 
 
-class _CommentaryState:
-    """A remark being decoded. Its block is diagnostic only: no other view reads unheard text."""
-
-    def __init__(self):
-        self.view: View | None = None
-        self.pending: list[int] = []
-        self.generation = 0
-        self.text = ""
-        self.sent_upto = 0
-        self.tokens = 0
-        self.last_start_ms = -1e18
-
-
 class _ThinkerState:
     def __init__(self, view: View, prompt: list[int]):
         self.view = view
@@ -127,10 +115,6 @@ class MultiStreamAgent:
             raise ValueError(f"decision_mode must be 'score' or 'decode', not {decision_mode!r}")
         self.decision_mode = decision_mode
         self.commentary_enabled = commentary
-        self.on_sentence = on_sentence  # on_sentence(text, generation): a finished sentence to speak
-        self.commentary_interval_ms = commentary_interval_ms
-        self.commentary_max_tokens = commentary_max_tokens
-        self.commentary = _CommentaryState()
         self.pending_heard: deque[list[int]] = deque()
         self.runner = runner
         self.store = runner.store
@@ -148,11 +132,12 @@ class MultiStreamAgent:
         self.rng = torch.Generator().manual_seed(seed)
         self.stats = AgentStats()
         self.now_ms = 0.0
-        self._enc = {}
         self.thought_prompt = self._encode(THOUGHT_PROMPT)
         self.action_prompt = self._encode(ACTION_PROMPT)
-        self.commentary_prompt = self._encode(COMMENTARY_PROMPT)
         self.end_tokens = {t for t in (tokenizer.eos_token_id,) if t is not None}
+        self.commentary = CommentaryStream(self.store, tokenizer, self._encode(COMMENTARY_PROMPT), stats=self.stats,
+                                           emit=self._emit, on_sentence=on_sentence, interval_ms=commentary_interval_ms,
+                                           max_tokens=commentary_max_tokens, end_tokens=self.end_tokens)
         self.scorer = CommandScorer(grammar, tokenizer)
 
         self.sections: dict[str, list[Block]] = {
@@ -278,7 +263,10 @@ class MultiStreamAgent:
         if self.think:
             inputs.append(StreamInput(self.thinker.view, self.thinker.pending, logits="last"))
             roles.append("thinker")
-        commentary_input = self._commentary_input(now_ms, gen)
+        commentary_input = None
+        if self.commentary_enabled:
+            context = self.action.view.blocks[:] if self.frames else []
+            commentary_input = self.commentary.next_input(now_ms, gen, context)
         if commentary_input is not None:
             inputs.append(commentary_input)
             roles.append("commentary")
@@ -299,7 +287,7 @@ class MultiStreamAgent:
             elif role == "thinker":
                 self._thinker_consume(logits)
             elif role == "commentary":
-                self._commentary_consume(logits)
+                self.commentary.consume(self._sample(logits), now_ms)
         for v in scratch_views:
             if v.own is not None or v.blocks:
                 v.close()
@@ -379,8 +367,7 @@ class MultiStreamAgent:
     def _thinker_consume(self, logits) -> None:
         t = self.thinker
         self.stats.thinker_tokens += 1
-        probs = torch.softmax(logits / max(self.temperature, 1e-4), dim=-1)
-        token = int(torch.multinomial(probs, 1, generator=self.rng))
+        token = self._sample(logits)
         t.paragraph_tokens += 1
         text = self.tok.decode([token])
         ended = token in self.end_tokens or "\n" in text
@@ -409,57 +396,8 @@ class MultiStreamAgent:
             self._emit("commentary_heard", "commentary", sim_ms=self.now_ms, text=text)
 
     def stop_commentary(self, reason: str = "interrupted") -> None:
-        """Stop the remark being decoded (the barge-in hook); its unheard text never enters history."""
-        c = self.commentary
-        if c.view is None:
-            return
-        self._emit("commentary_stopped", "commentary", generation=c.generation, sim_ms=self.now_ms,
-                   reason=reason, text=c.text)
-        c.view.close()
-        c.view, c.pending = None, []
-        self.stats.remarks_stopped += 1
-
-    def _commentary_input(self, now_ms: float, gen: int) -> StreamInput | None:
-        c = self.commentary
-        if not self.commentary_enabled:
-            return None
-        if c.view is not None and c.generation != gen:  # consumers check the generation at consumption time
-            self.stop_commentary("generation")
-        if c.view is None:
-            if now_ms - c.last_start_ms < self.commentary_interval_ms or not self.frames:
-                return None
-            c.view = View(self.store, self.action.view.blocks[:], name="commentary")
-            c.view.start_own("remark")
-            c.pending, c.generation, c.text, c.sent_upto, c.tokens = list(self.commentary_prompt), gen, "", 0, 0
-            c.last_start_ms = now_ms
-            self.stats.remarks_started += 1
-        return StreamInput(c.view, c.pending, logits="last")
-
-    def _commentary_consume(self, logits) -> None:
-        c = self.commentary
-        if c.view is None:
-            return
-        probs = torch.softmax(logits / max(self.temperature, 1e-4), dim=-1)
-        token = int(torch.multinomial(probs, 1, generator=self.rng))
-        piece = self.tok.decode([token])
-        c.tokens += 1
-        self.stats.commentary_tokens += 1
-        ended = token in self.end_tokens or "\n" in piece or c.tokens >= self.commentary_max_tokens
-        if not ended:
-            c.text += piece
-            c.pending = [token]
-        cut = max(c.text.rfind(p) for p in ".!?") + 1
-        if ended:
-            cut = len(c.text)
-        sentence = c.text[c.sent_upto:cut].strip()
-        if sentence:
-            c.sent_upto = cut
-            self._emit("commentary_sentence", "commentary", generation=c.generation, sim_ms=self.now_ms, text=sentence)
-            if self.on_sentence is not None:
-                self.on_sentence(sentence, c.generation)
-        if ended:
-            c.view.close()
-            c.view, c.pending = None, []
+        """Stop the remark being decoded (the barge-in hook)."""
+        self.commentary.stop(reason, self.now_ms)
 
     # -- bounds --------------------------------------------------------------------------------------
     def _expire(self, now_ms: float, gen: int) -> None:
@@ -511,7 +449,11 @@ class MultiStreamAgent:
         self.action_sections.sync(self.sections)
         self.thinker_sections.sync(self.sections)
 
-    # -- helpers ------------------------------------------------------------------------------------
+    # -- helpers -------------------------------------------------------------------------------------
+    def _sample(self, logits) -> int:
+        probs = torch.softmax(logits / max(self.temperature, 1e-4), dim=-1)
+        return int(torch.multinomial(probs, 1, generator=self.rng))
+
     def _encode(self, text: str) -> list[int]:
         return self.tok.encode(text, add_special_tokens=False)
 

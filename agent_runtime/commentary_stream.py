@@ -1,0 +1,76 @@
+"""The commentary stream: short remarks decoded in the shared forward, cut into sentences, spoken.
+
+A remark decodes into a scratch block that no other view reads: what was generated but not heard is
+diagnostic state, never history (heard text comes back through MultiStreamAgent.commit_heard). Before
+each step the stream checks the session generation: a remark begun in an older generation (a barge-in)
+stops at once. Remarks are rate limited.
+"""
+
+from __future__ import annotations
+
+from agent_runtime.kv_block_store import Block, KVBlockStore
+from agent_runtime.model_runner import StreamInput
+from agent_runtime.view import View
+
+SENTENCE_ENDS = ".!?"
+
+
+class CommentaryStream:
+    def __init__(self, store: KVBlockStore, tokenizer, prompt: list[int], *, stats, emit, on_sentence=None,
+                 interval_ms: float = 4000.0, max_tokens: int = 24, end_tokens: set[int] = frozenset()):
+        self.store, self.tok, self.prompt = store, tokenizer, prompt
+        self.stats, self.emit, self.on_sentence = stats, emit, on_sentence  # on_sentence(text, generation)
+        self.interval_ms, self.max_tokens, self.end_tokens = interval_ms, max_tokens, end_tokens
+        self.view: View | None = None
+        self.pending: list[int] = []
+        self.generation = 0
+        self.text = ""
+        self.sent_upto = 0
+        self.tokens = 0
+        self.last_start_ms = -1e18
+
+    def stop(self, reason: str, now_ms: float) -> None:
+        """Stop the remark being decoded (the barge-in hook); its unheard text never enters history."""
+        if self.view is None:
+            return
+        self.emit("commentary_stopped", "commentary", generation=self.generation, sim_ms=now_ms,
+                  reason=reason, text=self.text)
+        self.view.close()
+        self.view, self.pending = None, []
+        self.stats.remarks_stopped += 1
+
+    def next_input(self, now_ms: float, generation: int, context: list[Block]) -> StreamInput | None:
+        """This step's input: continue the remark, or start one over `context` when the rate limit allows."""
+        if self.view is not None and self.generation != generation:  # checked at consumption time
+            self.stop("generation", now_ms)
+        if self.view is None:
+            if now_ms - self.last_start_ms < self.interval_ms or not context:
+                return None
+            self.view = View(self.store, context, name="commentary")
+            self.view.start_own("remark")
+            self.pending, self.generation, self.text, self.sent_upto, self.tokens = list(self.prompt), generation, "", 0, 0
+            self.last_start_ms = now_ms
+            self.stats.remarks_started += 1
+        return StreamInput(self.view, self.pending, logits="last")
+
+    def consume(self, token: int, now_ms: float) -> None:
+        """Take the sampled token; hand each finished sentence to on_sentence."""
+        if self.view is None:
+            return
+        piece = self.tok.decode([token])
+        self.tokens += 1
+        self.stats.commentary_tokens += 1
+        ended = token in self.end_tokens or "\n" in piece or self.tokens >= self.max_tokens
+        if not ended:
+            self.text += piece
+            self.pending = [token]
+        cut = len(self.text) if ended else max(self.text.rfind(p) for p in SENTENCE_ENDS) + 1
+        sentence = self.text[self.sent_upto:cut].strip()
+        if sentence:
+            self.sent_upto = cut
+            self.emit("commentary_sentence", "commentary", generation=self.generation, sim_ms=now_ms, text=sentence)
+            if self.on_sentence is not None:
+                self.on_sentence(sentence, self.generation)
+        if ended:
+            self.view.close()
+            self.view, self.pending = None, []
