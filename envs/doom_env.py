@@ -16,6 +16,7 @@ from pathlib import Path
 
 import vizdoom as vzd
 
+from envs import engine_watchdog
 from envs.frame import Frame, ObjectLabel
 from envs.scenarios import resolve_scenario
 
@@ -53,6 +54,13 @@ def _world_object(obj: vzd.Object) -> ObjectLabel:
         object_id=int(obj.id), name=obj.name, category=obj.category, box=None,
         x=float(obj.position_x), y=float(obj.position_y),
     )
+
+
+def _init_watched(game: vzd.DoomGame) -> None:
+    """Start the engine, with a watchdog that ends it should this process die without closing it."""
+    before = set(engine_watchdog.engine_children())
+    game.init()
+    engine_watchdog.watch(sorted(set(engine_watchdog.engine_children()) - before))
 
 
 class DoomEnv:
@@ -108,7 +116,7 @@ class DoomEnv:
                 game.add_available_game_variable(getattr(vzd.GameVariable, name))
         if seed is not None:
             game.set_seed(seed)
-        game.init()
+        _init_watched(game)
         self._game = game
         self._buttons = tuple(b.name for b in game.get_available_buttons())
         self._variable_names = tuple(v.name for v in game.get_available_game_variables())
@@ -172,7 +180,7 @@ class DoomEnv:
         if record_path is None and self._needs_reinit:
             # ViZDoom 1.3.2: a plain new_episode after a recorded episode or a replay leaves the tic frozen.
             self._game.close()
-            self._game.init()
+            _init_watched(self._game)
             self._needs_reinit = False
         self.episode += 1
         if seed is None and self.seed is not None:
