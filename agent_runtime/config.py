@@ -28,6 +28,18 @@ class BudgetConfig(_Strict):
     thinker_paragraphs_in_view: int = Field(2, ge=1, le=32)
 
 
+class EngineConfig(_Strict):
+    """How the multi-stream engine schedules its streams."""
+
+    decision_mode: Literal["score", "decode"] = "score"  # score: a command in one forward; decode: token by token
+    think: bool = True  # run the Thinker stream alongside the action stream
+    temperature: float = Field(0.8, gt=0, le=5)
+    prefill_tokens_per_step: int = Field(96, ge=8, le=4096)  # longer texts are prefilled in chunks
+    action_hold_tics: int = Field(4, ge=1, le=35)  # how long a command without a count holds its button
+    commentary_interval_ms: float = Field(4000.0, ge=0)
+    commentary_max_tokens: int = Field(24, ge=1, le=256)
+
+
 class ModelConfig(_Strict):
     """Which weights to run and how. path=None means the embedded SmolLM2-135M-Instruct."""
 
@@ -50,6 +62,7 @@ class RunConfig(_Strict):
     seed: int = 0
     recordings_dir: str = "recordings"
     budgets: BudgetConfig = BudgetConfig()
+    engine: EngineConfig = EngineConfig()
     model: ModelConfig = ModelConfig()
     kv: KVConfig = KVConfig()
 
@@ -69,6 +82,8 @@ def _describe(err: ValidationError, source: str) -> str:
         msg = "unknown key"
     elif first["type"] == "literal_error":
         msg = "must be one of " + first.get("ctx", {}).get("expected", "?")
+    elif first["type"] == "value_error":
+        msg = msg.removeprefix("Value error, ")
     return f"{source}: bad value for '{key}': {msg}"
 
 

@@ -18,7 +18,7 @@ from agent_runtime.action_executor import ActionExecutor
 from agent_runtime.action_grammar import Command
 from agent_runtime.events import EventBus
 from agent_runtime.generation import SessionGeneration
-from agent_runtime.multistream_agent import MultiStreamAgent
+from agent_runtime.multistream_agent import MultiStreamAgent, engine_options
 from agent_runtime.realtime_world import RealTimeWorld
 from agent_runtime.sync_world import TimedFrame
 from agent_runtime.voice.voice_commands import command_for, command_to_buttons
@@ -66,7 +66,7 @@ def run_live(env: DoomEnv, runtime, *, seconds: float | None = None, voice=None,
     executor = ActionExecutor(world, generation, max_action_age_ms=config.budgets.max_action_age_ms, bus=bus)
     agent = MultiStreamAgent(runtime.runner, runtime.loaded.tokenizer, runtime.grammar, config.budgets, generation,
                              scenario=env.scenario, bus=bus, commentary=voice is not None,
-                             on_sentence=voice.say if voice is not None else None)
+                             on_sentence=voice.say if voice is not None else None, **engine_options(config.engine))
     user_actions = []
     try:
         first = env.new_episode(record_path)

@@ -16,7 +16,7 @@ from agent_runtime.generation import SessionGeneration
 from agent_runtime.kv_block_store import KVBlockStore
 from agent_runtime.model_loader import LoadedModel
 from agent_runtime.model_runner import ModelRunner
-from agent_runtime.multistream_agent import MultiStreamAgent
+from agent_runtime.multistream_agent import MultiStreamAgent, engine_options
 from agent_runtime.sync_world import SyncWorld, TimedFrame
 
 
@@ -39,7 +39,8 @@ class LLMRuntime:
         store = KVBlockStore.for_model(loaded.config, capacity_tokens=config.kv.capacity_tokens,
                                        page_size=config.kv.page_size, dtype=dtype, device=device)
         runner = ModelRunner(loaded, store, device=device, backend="triton" if device == "cuda" else "torch")
-        grammar = ActionGrammar(buttons, loaded.tokenizer, scenario=scenario)
+        grammar = ActionGrammar(buttons, loaded.tokenizer, scenario=scenario,
+                                default_tics=config.engine.action_hold_tics)
         return cls(loaded, store, runner, grammar, config)
 
 
@@ -60,8 +61,9 @@ def run_llm_episode(env: DoomEnv, runtime: LLMRuntime, *, seed: int | None = Non
         bus.clock = clock.name
     world = SyncWorld(env, clock, frame_window_ms=config.budgets.max_frame_age_ms)
     executor = ActionExecutor(world, generation, max_action_age_ms=config.budgets.max_action_age_ms, bus=bus)
+    options = {**engine_options(config.engine), "think": think and config.engine.think}
     agent = MultiStreamAgent(runtime.runner, runtime.loaded.tokenizer, runtime.grammar, config.budgets, generation,
-                             scenario=env.scenario, bus=bus, seed=agent_seed, think=think)
+                             scenario=env.scenario, bus=bus, seed=agent_seed, **options)
     pool_peak = runtime.store.used_pages
     try:
         first = env.new_episode(record_path, seed=seed)

@@ -101,6 +101,13 @@ class _ThinkerState:
         self.paragraph_tokens = 0
 
 
+def engine_options(engine) -> dict:
+    """MultiStreamAgent keyword arguments from the config's `engine` section."""
+    return dict(decision_mode=engine.decision_mode, think=engine.think, temperature=engine.temperature,
+                prefill_tokens_per_step=engine.prefill_tokens_per_step,
+                commentary_interval_ms=engine.commentary_interval_ms, commentary_max_tokens=engine.commentary_max_tokens)
+
+
 class MultiStreamAgent:
     def __init__(self, runner: ModelRunner, tokenizer, grammar: ActionGrammar, budgets: BudgetConfig,
                  generation: SessionGeneration, *, scenario: str, bus: EventBus | None = None, seed: int = 0,
