@@ -22,6 +22,7 @@ from kernels.view_attention_torch import prepare_view_attention
 from kernels.view_layout import ViewLayout
 
 ATTENTION_NAME = "doom_view"
+FP32_ATTENTION_MAX_ROWS = 8
 
 
 @dataclass
@@ -44,6 +45,7 @@ class StepContext:
     backend: str
     prepared: object = None
     window: int | None = None
+    compute_dtype: torch.dtype = torch.float32
 
 
 @dataclass
@@ -63,7 +65,7 @@ def _view_attention_forward(module, query, key, value, attention_mask, scaling=N
     k_cache, v_cache = ctx.store.k[layer], ctx.store.v[layer]
     k_cache.index_copy_(0, ctx.write_slots, k_new.to(k_cache.dtype))
     v_cache.index_copy_(0, ctx.write_slots, v_new.to(v_cache.dtype))
-    q = query[0].transpose(0, 1)
+    q = query[0].transpose(0, 1).to(ctx.compute_dtype)
     out = view_attention(
         q,
         k_cache,
@@ -75,7 +77,7 @@ def _view_attention_forward(module, query, key, value, attention_mask, scaling=N
         prepared=ctx.prepared,
         backend=ctx.backend,
     )
-    return out.unsqueeze(0), None
+    return out.to(query.dtype).unsqueeze(0), None
 
 
 def _no_mask(*args, **kwargs):
@@ -112,7 +114,7 @@ class ModelRunner:
         self.backend = backend
         self.device = torch.device(device)
         self.inv_freq = rope_inv_freq(self.model).to(self.device)
-        self.dtype = next(self.model.parameters()).dtype  # rotation tables are built once per step in this dtype
+        self.model_dtype = next(self.model.parameters()).dtype
         self.forwards = 0
 
     @torch.inference_mode()
@@ -164,7 +166,10 @@ class ModelRunner:
             backend=self.backend,
         )
         if self.backend == "torch":
-            ctx.prepared = prepare_view_attention(layout, self.inv_freq, dtype=self.dtype)
+            # few rows (decode): fp32 attention math beats bf16 elementwise ops on CPU; many rows (prefill):
+            # the model dtype, so the gathered keys need no conversion
+            ctx.compute_dtype = torch.float32 if len(token_ids) <= FP32_ATTENTION_MAX_ROWS else self.model_dtype
+            ctx.prepared = prepare_view_attention(layout, self.inv_freq, dtype=ctx.compute_dtype)
         ids = torch.tensor([token_ids], device=self.device)
         pos = torch.tensor([positions], device=self.device)
         keep_t = torch.tensor(keep if keep else [0], device=self.device)
