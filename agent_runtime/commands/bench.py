@@ -59,22 +59,51 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     it.add_argument("--json", action="store_true", help="print the result as one JSON object on stdout")
 
 
-def _run_kv(args) -> int:
-    import torch
+def _out_dir(path: str):
+    """Create the output directory up front: an unwritable one is a clear error, not a lost result."""
+    from pathlib import Path
 
-    from agent_runtime.benchmarks.kv_bench import KVBench
+    out = Path(path)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UserError(f"cannot create --out {out}: {e.strerror or e}") from None
+    return out
+
+
+def _check_scenario(name: str) -> None:
+    from envs.scenarios import ScenarioError, resolve_scenario
+
+    try:
+        resolve_scenario(name)
+    except ScenarioError as e:
+        raise UserError(str(e)) from None
+
+
+def _load(args, *, clock: str, threads: int | None = None, reserve: int = 0, device: str = "cpu"):
+    """Threads, model and the machine header every benchmark prints first."""
     from agent_runtime.benchmarks.measure import machine_info, print_header
     from agent_runtime.model_loader import load_model, set_threads
 
+    if device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise UserError("--device cuda: no CUDA device is available here; use --device cpu")
+    n = set_threads(threads, reserve=reserve)
+    loaded = load_model(args.model, dtype=args.dtype, tokenizer=args.bench != "kv")
+    info = machine_info(loaded.model_id, n, clock=clock, device=device)
+    print_header(info)
+    return loaded, info
+
+
+def _run_kv(args) -> int:
+    from agent_runtime.benchmarks.kv_bench import KVBench
+
     if args.repeats < 3:
         raise UserError(f"--repeats must be at least 3 (got {args.repeats})")
-    if args.device == "cuda" and not torch.cuda.is_available():
-        raise UserError("--device cuda: no CUDA device is available here; use --device cpu")
-    threads = set_threads(args.threads)
-    loaded = load_model(args.model, dtype=args.dtype, tokenizer=False)
+    loaded, info = _load(args, clock="wall", threads=args.threads, device=args.device)
     loaded.model.to(args.device)
-    info = machine_info(loaded.model_id, threads, clock="wall", device=args.device)
-    print_header(info)
     backend = "triton" if args.device == "cuda" else "torch"
     result = KVBench(loaded, repeats=args.repeats, device=args.device, backend=backend).run()
     result["machine"] = info
@@ -92,40 +121,20 @@ def _run_kv(args) -> int:
 
 
 def _run_reaction(args) -> int:
-    from pathlib import Path
-
-    from agent_runtime.benchmarks.measure import machine_info, print_header
     from agent_runtime.benchmarks.reaction_bench import run_reaction_bench, write_outputs
     from agent_runtime.clocks import FixedCost
     from agent_runtime.config import load_config
     from agent_runtime.llm_episode import LLMRuntime
-    from agent_runtime.model_loader import load_model, set_threads
     from envs.doom_env import DoomEnv
-    from envs.scenarios import ScenarioError, resolve_scenario
 
     if args.episodes < 1:
         raise UserError(f"--episodes must be at least 1 (got {args.episodes})")
     if args.think_tokens < 1:
         raise UserError(f"--think-tokens must be at least 1 (got {args.think_tokens})")
-    try:
-        resolve_scenario(args.scenario)
-    except ScenarioError as e:
-        raise UserError(str(e)) from None
-    out = Path(args.out)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise UserError(f"cannot create --out {out}: {e.strerror or e}") from None
-    if args.device == "cuda":
-        import torch
-
-        if not torch.cuda.is_available():
-            raise UserError("--device cuda: no CUDA device is available here; use --device cpu")
-    threads = set_threads(args.threads)
-    loaded = load_model(args.model, dtype=args.dtype)
+    _check_scenario(args.scenario)
+    out = _out_dir(args.out)
     clock = "fixed_cost" if args.fixed_cost else "compute (world advanced by measured step time)"
-    info = machine_info(loaded.model_id, threads, clock=clock, device=args.device)
-    print_header(info)
+    loaded, info = _load(args, clock=clock, threads=args.threads, device=args.device)
     config = load_config(scenario=args.scenario, seed=args.seed)
     with DoomEnv(args.scenario, seed=args.seed) as env:
         runtime = LLMRuntime.build(loaded, config, env.buttons, scenario=env.scenario, device=args.device)
@@ -160,27 +169,17 @@ def _print_reaction_table(result: dict) -> None:
 
 
 def _run_memory(args) -> int:
-    from pathlib import Path
-
-    from agent_runtime.benchmarks.measure import machine_info, print_header
     from agent_runtime.benchmarks.memory_soak import plot_memory, run_memory_soak
     from agent_runtime.clocks import FixedCost
     from agent_runtime.config import load_config
     from agent_runtime.llm_episode import LLMRuntime
-    from agent_runtime.model_loader import load_model, set_threads
     from envs.doom_env import DoomEnv
 
     if args.frames < 10:
         raise UserError(f"--frames must be at least 10 (got {args.frames})")
-    out = Path(args.out)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise UserError(f"cannot create --out {out}: {e.strerror or e}") from None
-    threads = set_threads(None)
-    loaded = load_model(args.model, dtype=args.dtype)
-    info = machine_info(loaded.model_id, threads, clock="fixed_cost" if args.fixed_cost else "compute")
-    print_header(info)
+    _check_scenario(args.scenario)
+    out = _out_dir(args.out)
+    loaded, info = _load(args, clock="fixed_cost" if args.fixed_cost else "compute")
     config = load_config(scenario=args.scenario)
     with DoomEnv(args.scenario, seed=0) as env:
         runtime = LLMRuntime.build(loaded, config, env.buttons, scenario=env.scenario)
@@ -200,18 +199,12 @@ def _run_memory(args) -> int:
 
 
 def _run_interrupt(args) -> int:
-    from pathlib import Path
-
     from agent_runtime.benchmarks.interrupt_bench import print_report, run_interrupt_bench
     from agent_runtime.benchmarks.measure import machine_info, print_header
 
     if args.barge_ins < 1:
         raise UserError(f"--barge-ins must be at least 1 (got {args.barge_ins})")
-    out = Path(args.out)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise UserError(f"cannot create --out {out}: {e.strerror or e}") from None
+    out = _out_dir(args.out)
     info = machine_info("none (audio only)", 1, clock="real time (device-free audio backend)", device="cpu")
     info["audio"] = "speaker 1024 frames @ 22050 Hz, mic 512 samples @ 16 kHz, espeak-ng + silero + pocketsphinx"
     print_header(info)
@@ -227,19 +220,16 @@ def _run_interrupt(args) -> int:
 
 
 def _run_voice(args) -> int:
-    from agent_runtime.benchmarks.measure import machine_info, print_header
     from agent_runtime.benchmarks.voice_bench import run_voice_bench
     from agent_runtime.config import load_config
     from agent_runtime.llm_episode import LLMRuntime
-    from agent_runtime.model_loader import load_model, set_threads
     from envs.doom_env import DoomEnv
 
     if args.commands < 1:
         raise UserError(f"--commands must be at least 1 (got {args.commands})")
-    threads = set_threads(None, reserve=1)  # the real-time game, microphone and recognizer need a core
-    loaded = load_model(args.model, dtype=args.dtype)
-    info = machine_info(loaded.model_id, threads, clock="realtime (ASYNC_PLAYER, device-free audio in real time)")
-    print_header(info)
+    _check_scenario(args.scenario)
+    # reserve a core: the real-time game, microphone and recognizer need one
+    loaded, info = _load(args, clock="realtime (ASYNC_PLAYER, device-free audio in real time)", reserve=1)
     config = load_config(scenario=args.scenario, clock="realtime")
     with DoomEnv(args.scenario, clock="realtime", seed=args.seed) as env:
         runtime = LLMRuntime.build(loaded, config, env.buttons, scenario=env.scenario)
@@ -257,14 +247,6 @@ def _run_voice(args) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.bench == "voice":
-        return _run_voice(args)
-    if args.bench == "memory":
-        return _run_memory(args)
-    if args.bench == "interrupt":
-        return _run_interrupt(args)
-    if args.bench == "kv":
-        return _run_kv(args)
-    if args.bench == "reaction":
-        return _run_reaction(args)
-    raise UserError(f"unknown benchmark {args.bench!r}")
+    runners = {"kv": _run_kv, "reaction": _run_reaction, "interrupt": _run_interrupt, "voice": _run_voice,
+               "memory": _run_memory}
+    return runners[args.bench](args)
