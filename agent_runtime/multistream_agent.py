@@ -176,8 +176,9 @@ class MultiStreamAgent:
     # -- inputs from the world and the user ------------------------------------------------------
     def push_frame(self, timed: TimedFrame) -> None:
         self.pending_frames.append(timed)
-        self._emit("frame_read", "frames", tic=timed.frame.tic, sim_ms=timed.read_ms, read_ms=timed.read_ms,
-                   screen_hash=screen_hash(timed.frame.screen) if timed.frame.screen is not None else None)
+        if self.bus is not None:  # the hash is for recordings: skip it when nobody listens
+            self._emit("frame_read", "frames", tic=timed.frame.tic, sim_ms=timed.read_ms, read_ms=timed.read_ms,
+                       screen_hash=screen_hash(timed.frame.screen) if timed.frame.screen is not None else None)
 
     def push_user_text(self, text: str, now_ms: float, command: Command | None = None) -> Action | None:
         """A user command: bump the generation first, queue its text for the views; a button command acts directly."""
