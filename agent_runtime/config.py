@@ -40,6 +40,14 @@ class EngineConfig(_Strict):
     commentary_max_tokens: int = Field(24, ge=1, le=256)
 
 
+class VoiceConfig(_Strict):
+    """Live voice: which sound devices (index or name, see `python -m sounddevice`), how barge-in works."""
+
+    input_device: int | str | None = None  # None: the system default microphone
+    output_device: int | str | None = None  # None: the system default speaker
+    barge_in: Literal["pause_confirm", "half_duplex", "immediate"] = "pause_confirm"
+
+
 class ModelConfig(_Strict):
     """Which weights to run and how. path=None means the embedded SmolLM2-135M-Instruct."""
 
@@ -63,6 +71,7 @@ class RunConfig(_Strict):
     recordings_dir: str = "recordings"
     budgets: BudgetConfig = BudgetConfig()
     engine: EngineConfig = EngineConfig()
+    voice: VoiceConfig = VoiceConfig()
     model: ModelConfig = ModelConfig()
     kv: KVConfig = KVConfig()
 

@@ -17,11 +17,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-window", action="store_true", help="never open the ViZDoom window (it opens when a display exists)")
     p.add_argument("--seconds", type=float, help="stop after this many seconds (default: when the episode ends)")
     p.add_argument("--model", help="model: a safetensors directory, a .gguf file or tiny:llama (default: embedded)")
-    p.add_argument("--barge-in", default="pause_confirm", choices=("pause_confirm", "half_duplex", "immediate"),
-                   help="how user speech interrupts commentary: pause_confirm (open speakers, default), "
+    p.add_argument("--barge-in", choices=("pause_confirm", "half_duplex", "immediate"),
+                   help="how user speech interrupts commentary: pause_confirm (open speakers; the config default), "
                         "half_duplex (no listening while talking), immediate (headset)")
-    p.add_argument("--input-device", help="microphone device index or name (see `python -m sounddevice`)")
-    p.add_argument("--output-device", help="speaker device index or name")
+    p.add_argument("--input-device", help="microphone device index or name (default: the config's voice.input_device; "
+                                          "see `python -m sounddevice`)")
+    p.add_argument("--output-device", help="speaker device index or name (default: the config's voice.output_device)")
     p.add_argument("--json", action="store_true", help="print the session result as JSON")
     p.add_argument("--out", help="directory for the session recording (default: the config's recordings_dir)")
     p.add_argument("--no-record", action="store_true", help="do not write a recording")
@@ -48,6 +49,14 @@ def run(args: argparse.Namespace) -> int:
     generation = SessionGeneration()
     threads = set_threads(config.model.threads, reserve=1)  # the real-time game and audio need a core
     loaded = load_model(args.model or config.model.path, dtype=config.model.dtype)
+    voice = None
+    if args.voice:  # open the sound devices first: no device is a clear error before anything is written
+        from agent_runtime.voice.voice_io import VoiceIO
+
+        vc = config.voice
+        voice = VoiceIO(generation, mode=args.barge_in or vc.barge_in,
+                        input_device=_device(args.input_device) if args.input_device else vc.input_device,
+                        output_device=_device(args.output_device) if args.output_device else vc.output_device)
     recording = None
     if not args.no_record:
         from agent_runtime.recording.episode_recorder import EpisodeRecording, episode_manifest
@@ -60,14 +69,9 @@ def run(args: argparse.Namespace) -> int:
                                             scenario=config.scenario, index=0)
         print(f"recording: {recording.dir}", file=sys.stderr, flush=True)
     bus = recording.bus if recording is not None else None
-    voice = None
+    if voice is not None:
+        voice.attach(bus, recording.writer if recording else None)
     try:
-        if args.voice:
-            from agent_runtime.voice.voice_io import VoiceIO
-
-            voice = VoiceIO(generation, mode=args.barge_in, input_device=_device(args.input_device),
-                            output_device=_device(args.output_device), bus=bus,
-                            recording=recording.writer if recording else None)  # no device: a clear error
         result = _play(args, config, window, generation, loaded, threads, voice, bus,
                        recording.lmp_path if recording else None)
     finally:

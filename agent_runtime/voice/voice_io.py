@@ -45,9 +45,8 @@ class VoiceIO:
         """bus: voice events (VAD, ASR partial/final with audio age, TTS chunks, playback, barge-ins);
         recording: a RecordingWriter to keep mic_in.wav and speech_out.wav."""
         self.session = session
-        self.bus = bus
-        self.mic_wav = recording.wav("mic_in", MIC_RATE) if recording is not None else None
-        self.speech_wav = recording.wav("speech_out", SPEAKER_RATE) if recording is not None else None
+        self.bus, self.mic_wav, self.speech_wav = None, None, None
+        self.attach(bus, recording)
         self._utterance_first_partial: set[int] = set()
         self._playing = False
         self.pipeline = ListeningPipeline()
@@ -70,6 +69,13 @@ class VoiceIO:
             self.speaker = open_output_stream(self._speaker_callback, SPEAKER_RATE, device=output_device,
                                               blocksize=SPEAKER_BLOCK)
         self.t_start: float | None = None
+
+    def attach(self, bus: EventBus | None, recording=None) -> None:
+        """Where voice events and audio go (before start(); the devices are already open)."""
+        self.bus = bus
+        if recording is not None:
+            self.mic_wav = recording.wav("mic_in", MIC_RATE)
+            self.speech_wav = recording.wav("speech_out", SPEAKER_RATE)
 
     # -- lifecycle -------------------------------------------------------------------------------
     def start(self) -> None:
