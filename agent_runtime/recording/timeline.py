@@ -27,7 +27,7 @@ LABEL_CHARS = 22
 MARKERS = {
     "frame_read": ("frames", "|", "tab:green", "frame read"),
     "frame_prefilled": ("prefill", "s", "tab:blue", "frame prefilled"),
-    "frame_dropped": ("frames", "x", "tab:red", "frame dropped (stale)"),
+    "frame_dropped": ("frames", "x", "tab:red", "frame dropped (stale or superseded)"),
     "engine_step": ("prefill", ".", "0.6", "engine step"),
     "token": ("thinker", ".", "0.35", "Thinker token"),
     "thinker_paragraph": ("thinker", "D", "tab:purple", "Thinker paragraph"),
