@@ -207,6 +207,7 @@ class VoiceIO:
     def _on_interrupt(self, generation: int, reason: str) -> None:
         self.interrupts.append((generation, reason, time.monotonic()))
         record = self.controller.records[-1] if self.controller.records else None
+        self._emit("generation_bump", "playback", generation=generation, reason=f"barge-in:{reason}", to=generation)
         self._emit("barge_in", "playback", generation=generation, reason=reason,
                    detection_to_interrupt_ms=(time.monotonic() - record.detected_wall) * 1000.0 if record else None)
 
