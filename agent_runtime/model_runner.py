@@ -124,7 +124,7 @@ class ModelRunner:
             return StepResult(logits=[], num_tokens=0)
         owners = [inp.view.own for inp in inputs]
         if any(o is None for o in owners):
-            raise ValueError("every stream in a batch needs an own block to write to (View.set_own)")
+            raise ValueError("every stream in a batch needs an own block to write to (View.start_own)")
         if len({id(o) for o in owners}) != len(owners):
             raise ValueError("two streams in one batch write the same block")
         pending: dict[int, int] = {id(o): len(inp.tokens) for o, inp in zip(owners, inputs)}
@@ -164,6 +164,7 @@ class ModelRunner:
             layout=layout,
             inv_freq=self.inv_freq,
             backend=self.backend,
+            compute_dtype=self.model_dtype,  # the Triton kernel accumulates in fp32 by itself
         )
         if self.backend == "torch":
             # few rows (decode): fp32 attention math beats bf16 elementwise ops on CPU; many rows (prefill):
