@@ -31,7 +31,6 @@ class ExecutorStats:
     fenced_generation: int = 0
     fenced_age: int = 0
     reaction_ms: list[float] = field(default_factory=list)
-    exec_frame_age_ms: list[float] = field(default_factory=list)
     first_executed_ms: float | None = None
 
     def summary(self) -> dict:
@@ -83,7 +82,6 @@ class ActionExecutor:
         if self.stats.first_executed_ms is None:
             self.stats.first_executed_ms = now_ms
         self.stats.reaction_ms.append(age)
-        self.stats.exec_frame_age_ms.append(age)
         self._emit("action_executed", action, now_ms, frame_age_ms=age)
         return True
 

@@ -114,6 +114,19 @@ class CommandScorer:
         self.branch_index = prefixes
         self.branches = [list(p) for p in prefixes]
 
+    def branch_inputs(self, view) -> list:
+        """One StreamInput per branch, each on a scratch view that reads `view` (prompt included) and then
+        its own block; close the views after the forward."""
+        from agent_runtime.model_runner import StreamInput
+        from agent_runtime.view import View
+
+        inputs = []
+        for i, tokens in enumerate(self.branches):  # rows give p(token k+1 | prompt, tokens ..k)
+            branch = View(view.store, view.ordered(), name=f"branch{i}")
+            branch.start_own("branch")
+            inputs.append(StreamInput(branch, tokens, logits="all"))
+        return inputs
+
     def best(self, prompt_logits, branch_logits: list) -> tuple[Command, list[int]]:
         """The most likely command given the prompt's last logits and each branch's rows."""
         scores = []

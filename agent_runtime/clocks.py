@@ -30,8 +30,6 @@ class FixedCost:
 class SessionClock:
     """Session time in ms for a synchronous world. charge() returns how many tics the world must advance."""
 
-    name = "compute"
-
     def __init__(self, cost: FixedCost | None = None):
         self.cost = cost
         self.name = "fixed_cost" if cost else "compute"

@@ -67,7 +67,7 @@ def run_live(env: DoomEnv, runtime, *, seconds: float | None = None, voice=None,
     agent = MultiStreamAgent(runtime.runner, runtime.loaded.tokenizer, runtime.grammar, config.budgets, generation,
                              scenario=env.scenario, bus=bus, commentary=voice is not None,
                              on_sentence=voice.say if voice is not None else None, **engine_options(config.engine))
-    user_actions = []
+    user_actions = 0
     try:
         first = env.new_episode(record_path)
         world.t0 = first.t_read
@@ -101,7 +101,7 @@ def run_live(env: DoomEnv, runtime, *, seconds: float | None = None, voice=None,
                              text=text, command=name)
                 if direct is not None:
                     executor.execute(direct, now)
-                    user_actions.append((text, name, world.now_ms()))
+                    user_actions += 1
             outcome = agent.step(world.now_ms())
             for action in outcome.actions:
                 executor.execute(action, world.now_ms())
@@ -124,5 +124,5 @@ def run_live(env: DoomEnv, runtime, *, seconds: float | None = None, voice=None,
         "remarks_started": s.remarks_started,
         "remarks_stopped": s.remarks_stopped,
         "heard_commits": s.heard_commits,
-        "user_actions": len(user_actions),
+        "user_actions": user_actions,
     }

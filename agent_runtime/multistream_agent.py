@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
@@ -53,7 +53,6 @@ class AgentStats:
     remarks_stopped: int = 0  # cut off by a generation bump (barge-in)
     commentary_tokens: int = 0
     heard_commits: int = 0
-    batch_log: deque = field(default_factory=lambda: deque(maxlen=256))
 
 
 @dataclass
@@ -75,11 +74,11 @@ MIN_PREFILL_CHUNK = 8  # a long text advances at least this much per step, even 
 
 
 @dataclass
-class _PartialPrefill:
-    """A user or heard text longer than one step's prefill budget, prefilled over several steps."""
+class _TextPrefill:
+    """A user or heard text waiting to be prefilled into its own block, in chunks when it exceeds a step's budget."""
 
     tokens: list[int]
-    view: View
+    view: View | None = None  # the block's prefill view, once started
     done: int = 0
 
 
@@ -122,7 +121,7 @@ class MultiStreamAgent:
             raise ValueError(f"decision_mode must be 'score' or 'decode', not {decision_mode!r}")
         self.decision_mode = decision_mode
         self.commentary_enabled = commentary
-        self.pending_heard: deque[list[int]] = deque()
+        self.pending_heard: deque[_TextPrefill] = deque()
         self.runner = runner
         self.store = runner.store
         self.tok = tokenizer
@@ -151,7 +150,7 @@ class MultiStreamAgent:
             k: [] for k in ("system", "user", "commentary", "thoughts", "actions", "frames")}
         self.frames: deque[_FrameEntry] = deque()
         self.pending_frames: deque[TimedFrame] = deque()
-        self.pending_user: deque[list[int]] = deque()
+        self.pending_user: deque[_TextPrefill] = deque()
 
         system = self.store.create("system")
         prefill_view = View(self.store, own=system)
@@ -184,7 +183,7 @@ class MultiStreamAgent:
         """A user command: bump the generation first, queue its text for the views; a button command acts directly."""
         gen = self.generation.bump("user_command")
         self._emit("generation_bump", "user", generation=gen, sim_ms=now_ms, reason="user_command", text=text)
-        self.pending_user.append(self._encode(USER_PREFIX + text))
+        self.pending_user.append(_TextPrefill(self._encode(USER_PREFIX + text)))
         if command is None:
             return None
         newest = self.newest_frame()
@@ -215,21 +214,16 @@ class MultiStreamAgent:
         scratch_views: list[View] = []
         budget = self.prefill_tokens_per_step
 
-        def isolated_prefill(label: str, role: str, tokens: list[int]) -> Block:
-            """A new block prefilled on its own view in this forward (it sees only itself)."""
-            nonlocal budget
-            block = self.store.create(label)
-            view = View(self.store, own=block, name=role)
-            scratch_views.append(view)
-            inputs.append(StreamInput(view, tokens, logits="none"))
-            roles.append(role)
-            budget -= len(tokens)
-            return block
-
         if self.pending_frames:
             timed = self.pending_frames.pop()  # the newest; older pending frames age out and are dropped
             tokens = self._encode(FRAME_PREFIX + encode_observation(timed.frame))
-            self.frames.append(_FrameEntry(isolated_prefill(f"frame{timed.frame.tic}", "frame", tokens), timed))
+            block = self.store.create(f"frame{timed.frame.tic}")  # prefilled on its own: it sees only itself
+            view = View(self.store, own=block, name="frame")
+            scratch_views.append(view)
+            inputs.append(StreamInput(view, tokens, logits="none"))
+            roles.append("frame")
+            budget -= len(tokens)
+            self.frames.append(_FrameEntry(block, timed))
             self.stats.frames_prefilled += 1
             self._emit("frame_prefilled", "frames", tic=timed.frame.tic, sim_ms=now_ms,
                        age_ms=now_ms - timed.read_ms, tokens=len(tokens))
@@ -237,29 +231,21 @@ class MultiStreamAgent:
         for queue, section, role in ((self.pending_user, "user", "user"),
                                      (self.pending_heard, "commentary", "heard")):  # heard speech only
             while queue and budget > 0:
-                item = queue[0]
-                if isinstance(item, _PartialPrefill):  # a long text, continued in chunks across steps
-                    chunk = item.tokens[item.done : item.done + max(budget, MIN_PREFILL_CHUNK)]
-                    item.done += len(chunk)
-                    inputs.append(StreamInput(item.view, chunk, logits="none"))
-                    roles.append(role)
-                    budget -= len(chunk)
-                    if item.done < len(item.tokens):
-                        break
-                    queue.popleft()
-                    scratch_views.append(item.view)
-                    block = item.view.own
-                elif len(item) > max(budget, MIN_PREFILL_CHUNK):  # too long for this step: start it in chunks
+                job = queue[0]
+                if job.view is None:  # the view holds the new block until its text is complete
                     block = self.store.create(section)
-                    queue[0] = _PartialPrefill(item, View(self.store, own=block, name=role))
-                    self.store.release(block)  # the partial view holds it until it is complete
-                    continue
-                else:
-                    self.sections[section].append(isolated_prefill(section, role, queue.popleft()))
-                    self._cap(section)
-                    continue
-                self.store.retain(block)  # the section's hold; the partial view closes after the forward
-                self.sections[section].append(block)
+                    job.view = View(self.store, own=block, name=role)
+                    self.store.release(block)
+                chunk = job.tokens[job.done : job.done + max(budget, MIN_PREFILL_CHUNK)]
+                job.done += len(chunk)
+                inputs.append(StreamInput(job.view, chunk, logits="none"))
+                roles.append(role)
+                budget -= len(chunk)
+                if job.done < len(job.tokens):
+                    break  # continued next step
+                queue.popleft()
+                scratch_views.append(job.view)  # closed after the forward; the section keeps the block
+                self.sections[section].append(self.store.retain(job.view.own))
                 self._cap(section)
         self._sync_views()
 
@@ -297,18 +283,15 @@ class MultiStreamAgent:
             elif role == "commentary":
                 self.commentary.consume(self._sample(logits), now_ms)
         for v in scratch_views:
-            if v.own is not None or v.blocks:
-                v.close()
+            v.close()
 
         decode_rows = sum(1 for r, i in zip(roles, inputs)
                           if r in ("action", "thinker", "commentary") and len(i.tokens) == 1)
-        self.stats.batch_roles = roles
         prefill_tokens = sum(len(i.tokens) for i in inputs) - decode_rows
         batch = [(r, len(i.tokens)) for r, i in zip(roles, inputs)]
         self.stats.steps += 1
         if "action" in roles and "thinker" in roles:
             self.stats.joint_decode_steps += 1
-        self.stats.batch_log.append(batch)
         self._emit("engine_step", "engine", generation=gen, sim_ms=now_ms, batch=batch,
                    compute_ms=measured * 1000.0, pool_used_pages=self.store.used_pages)
         return StepOutcome(actions, measured, decode_rows, prefill_tokens, batch)
@@ -335,10 +318,7 @@ class MultiStreamAgent:
             return [("action", StreamInput(a.view, tokens, logits="last"))]
         tokens, a.unfed = a.unfed + self.action_prompt, []
         out = [("action", StreamInput(a.view, tokens, logits="last"))]
-        for i, tokens in enumerate(self.scorer.branches):  # rows give p(token k+1 | prompt, tokens ..k)
-            branch = View(self.store, a.view.ordered(), name=f"branch{i}")
-            branch.start_own("branch")
-            out.append((f"branch{i}", StreamInput(branch, tokens, logits="all")))
+        out += [(branch.view.name, branch) for branch in self.scorer.branch_inputs(a.view)]
         return out
 
     def _action_consume(self, logits, branch_logits: dict) -> Action | None:
@@ -399,7 +379,7 @@ class MultiStreamAgent:
         """Speech the user actually heard: it enters the commentary block other streams read."""
         text = text.strip()
         if text:
-            self.pending_heard.append(self._encode(HEARD_PREFIX + text))
+            self.pending_heard.append(_TextPrefill(self._encode(HEARD_PREFIX + text)))
             self.stats.heard_commits += 1
             self._emit("commentary_heard", "commentary", sim_ms=self.now_ms, text=text)
 
@@ -474,9 +454,9 @@ class MultiStreamAgent:
     def close(self) -> None:
         self.stop_commentary("closed")
         for queue in (self.pending_user, self.pending_heard):
-            for item in queue:
-                if isinstance(item, _PartialPrefill):
-                    item.view.close()
+            for job in queue:
+                if job.view is not None:
+                    job.view.close()
             queue.clear()
         self.action.view.close()
         self.thinker.view.close()

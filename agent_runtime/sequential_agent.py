@@ -67,17 +67,12 @@ class SequentialAgent:
                     logits = self._forward([StreamInput(view, [token])], charge, decode=1)[0]
         else:  # no-think: frame and action prompt in one forward, like the multi-stream decision step
             prompt = self._enc(frame_text) + prompt
-        inputs = [StreamInput(view, prompt)]
-        branches = []
-        for tokens in self.scorer.branches:
-            b = View(self.store, view.ordered(), name="branch")
-            b.start_own("branch")
-            branches.append(b)
-            inputs.append(StreamInput(b, tokens, logits="all"))
+        branches = self.scorer.branch_inputs(view)
+        inputs = [StreamInput(view, prompt)] + branches
         out = self._forward(inputs, charge, prefill=sum(len(x.tokens) for x in inputs))
         command, _ = self.scorer.best(out[0], out[1:])
         for b in branches:
-            b.close()
+            b.view.close()
         self.history.append(view.detach_own())
         view.close()
         while len(self.history) > self.history_cycles:

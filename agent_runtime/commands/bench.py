@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from agent_runtime.commands import writable_dir
 from agent_runtime.errors import UserError
 
 
@@ -57,18 +58,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     it.add_argument("--seed", type=int, default=0, help="seed for phrase choice and injection moments")
     it.add_argument("--out", default="bench-out", help="directory for interrupt.json (default bench-out)")
     it.add_argument("--json", action="store_true", help="print the result as one JSON object on stdout")
-
-
-def _out_dir(path: str):
-    """Create the output directory up front: an unwritable one is a clear error, not a lost result."""
-    from pathlib import Path
-
-    out = Path(path)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise UserError(f"cannot create --out {out}: {e.strerror or e}") from None
-    return out
 
 
 def _check_scenario(name: str) -> None:
@@ -132,7 +121,7 @@ def _run_reaction(args) -> int:
     if args.think_tokens < 1:
         raise UserError(f"--think-tokens must be at least 1 (got {args.think_tokens})")
     _check_scenario(args.scenario)
-    out = _out_dir(args.out)
+    out = writable_dir(args.out, "--out")
     clock = "fixed_cost" if args.fixed_cost else "compute (world advanced by measured step time)"
     loaded, info = _load(args, clock=clock, threads=args.threads, device=args.device)
     config = load_config(scenario=args.scenario, seed=args.seed)
@@ -178,7 +167,7 @@ def _run_memory(args) -> int:
     if args.frames < 10:
         raise UserError(f"--frames must be at least 10 (got {args.frames})")
     _check_scenario(args.scenario)
-    out = _out_dir(args.out)
+    out = writable_dir(args.out, "--out")
     loaded, info = _load(args, clock="fixed_cost" if args.fixed_cost else "compute")
     config = load_config(scenario=args.scenario)
     with DoomEnv(args.scenario, seed=0) as env:
@@ -204,7 +193,7 @@ def _run_interrupt(args) -> int:
 
     if args.barge_ins < 1:
         raise UserError(f"--barge-ins must be at least 1 (got {args.barge_ins})")
-    out = _out_dir(args.out)
+    out = writable_dir(args.out, "--out")
     info = machine_info("none (audio only)", 1, clock="real time (device-free audio backend)", device="cpu")
     info["audio"] = "speaker 1024 frames @ 22050 Hz, mic 512 samples @ 16 kHz, espeak-ng + silero + pocketsphinx"
     print_header(info)

@@ -10,11 +10,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 from agent_runtime.config import load_config
+from agent_runtime.commands import writable_dir
 from agent_runtime.errors import UserError
 
 POLICIES = ("llm", "sequential", "no_think", "scripted", "random")
@@ -63,18 +63,6 @@ def _check_args(args: argparse.Namespace) -> None:
         raise UserError("--user-text is for the llm policy")
 
 
-def _prepare_dir(path_text: str, what: str) -> Path:
-    """Create DIR and prove it is writable before any episode runs."""
-    path = Path(path_text).expanduser()
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=path, prefix=".probe-"):
-            pass
-    except OSError as e:
-        raise UserError(f"cannot write to {what} {path}: {e.strerror or e}") from None
-    return path
-
-
 def _readable(result: dict) -> str:
     line = (
         f"episode {result['episode']}: reward {result['reward']:g}, kills {result['kills']}, tics {result['tics']}"
@@ -110,10 +98,10 @@ def run(args: argparse.Namespace) -> int:
     except ScenarioError as e:
         raise UserError(str(e)) from None
     user_texts = parse_user_text_args(args.user_text)
-    out_dir = _prepare_dir(args.out, "--out") if args.out else None
+    out_dir = writable_dir(args.out, "--out") if args.out else None
     record_root = None
     if not args.no_record:
-        record_root = out_dir or _prepare_dir(config.recordings_dir, "recordings_dir")
+        record_root = out_dir or writable_dir(config.recordings_dir, "recordings_dir")
 
     def open_env(seed: int) -> DoomEnv:
         # the constructor seed is what a baseline's new_episode() uses for its first (and only) episode

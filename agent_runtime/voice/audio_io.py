@@ -259,25 +259,25 @@ def _pick_device(kind: str, device: int | str | None) -> int | str | None:
     return default if default is not None and default >= 0 else usable[0]
 
 
+def _open_stream(kind: str, callback: AudioCallback, device, samplerate: int, blocksize: int):
+    """A mono float32 sounddevice stream of `kind` ("input" or "output"); NoAudioDeviceError when there is none."""
+    sd = _sounddevice()
+    dev = _pick_device(kind, device)
+    stream = sd.InputStream if kind == "input" else sd.OutputStream
+    try:
+        return stream(device=dev, channels=1, samplerate=samplerate, blocksize=blocksize, dtype="float32",
+                      callback=callback)
+    except sd.PortAudioError as e:
+        raise NoAudioDeviceError(f"cannot open {kind} device {dev!r}: {e}; devices found: {describe_devices()}") from None
+
+
 def open_input_stream(callback: AudioCallback, device: int | str | None = None,
                       samplerate: int = SAMPLE_RATE, blocksize: int = BLOCK_FRAMES):
-    """A sounddevice InputStream (mono float32) driving `callback`; NoAudioDeviceError when there is none."""
-    sd = _sounddevice()
-    dev = _pick_device("input", device)
-    try:
-        return sd.InputStream(device=dev, channels=1, samplerate=samplerate, blocksize=blocksize,
-                              dtype="float32", callback=callback)
-    except sd.PortAudioError as e:
-        raise NoAudioDeviceError(f"cannot open input device {dev!r}: {e}; devices found: {describe_devices()}") from None
+    """A sounddevice InputStream driving `callback` (the microphone)."""
+    return _open_stream("input", callback, device, samplerate, blocksize)
 
 
 def open_output_stream(callback: AudioCallback, samplerate: int, device: int | str | None = None,
                        blocksize: int = 1024):
-    """A sounddevice OutputStream (mono float32) pulling from `callback`; NoAudioDeviceError when there is none."""
-    sd = _sounddevice()
-    dev = _pick_device("output", device)
-    try:
-        return sd.OutputStream(device=dev, channels=1, samplerate=samplerate, blocksize=blocksize,
-                               dtype="float32", callback=callback)
-    except sd.PortAudioError as e:
-        raise NoAudioDeviceError(f"cannot open output device {dev!r}: {e}; devices found: {describe_devices()}") from None
+    """A sounddevice OutputStream pulling from `callback` (the speaker)."""
+    return _open_stream("output", callback, device, samplerate, blocksize)
