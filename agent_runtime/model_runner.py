@@ -16,6 +16,7 @@ from transformers.masking_utils import AttentionMaskInterface
 
 from agent_runtime.kv_block_store import KVBlockStore
 from agent_runtime.model_loader import LoadedModel, check_supported
+from agent_runtime.packed_linear import pack_linears, single_row_step
 from agent_runtime.view import View
 from kernels import view_attention
 from kernels.view_attention_torch import prepare_view_attention
@@ -105,7 +106,8 @@ def rope_inv_freq(model) -> torch.Tensor:
 class ModelRunner:
     """Runs batches of StreamInputs over a KVBlockStore with a transformers causal LM."""
 
-    def __init__(self, loaded: LoadedModel, store: KVBlockStore, *, backend: str = "torch", device: str = "cpu"):
+    def __init__(self, loaded: LoadedModel, store: KVBlockStore, *, backend: str = "torch", device: str = "cpu",
+                 packed_linears: bool = True):
         check_supported(loaded.model.config)
         self.loaded = loaded
         self.model = loaded.model
@@ -116,6 +118,8 @@ class ModelRunner:
         self.inv_freq = rope_inv_freq(self.model).to(self.device)
         self.model_dtype = next(self.model.parameters()).dtype
         self.forwards = 0
+        # bf16 on CPU: multi-row steps read oneDNN-prepacked weights, 1-row steps the native gemv
+        self.packed_linears = pack_linears(self.model) if packed_linears and self.device.type == "cpu" else 0
 
     @torch.inference_mode()
     def forward(self, inputs: list[StreamInput]) -> StepResult:
@@ -174,13 +178,14 @@ class ModelRunner:
         ids = torch.tensor([token_ids], device=self.device)
         pos = torch.tensor([positions], device=self.device)
         keep_t = torch.tensor(keep if keep else [0], device=self.device)
-        out = self.model(
-            input_ids=ids,
-            position_ids=pos,
-            use_cache=False,
-            logits_to_keep=keep_t,
-            doom_view_step=ctx,
-        )
+        with single_row_step(len(token_ids) if self.packed_linears else 0):
+            out = self.model(
+                input_ids=ids,
+                position_ids=pos,
+                use_cache=False,
+                logits_to_keep=keep_t,
+                doom_view_step=ctx,
+            )
         self.forwards += 1
         for own, inp in zip(owners, inputs):
             self.store.commit(own, inp.tokens)

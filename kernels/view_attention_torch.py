@@ -6,10 +6,11 @@ views or chunks; ``prepare_view_attention`` picks one from a cost estimate:
 - "gather": keys of view v are gathered into row v of a padded [V, Hkv, S_max, D] tensor,
   re-rotated by their chunk offset, and one scaled_dot_product_attention with a boolean mask
   does every view at once. Cost grows with V * S_max: best when views share few slots.
-- "direct": no gather at all. Each row's query is rotated once per chunk of its view
-  ([T, Cmax] rotations), scored against the whole referenced cache range, and each slot keeps
-  the score of the chunk that holds it in the row's view. Cost grows with T * Cmax * N: best
-  when views share most slots (Hogwild!: every view sees every block, in its own order).
+- "direct": no per-view gather. Each row's query is rotated once per distinct chunk offset of
+  its view (a block split over several cache pages is one rotation: [T, Rmax] rotations), scored
+  against every slot some view uses, and each slot keeps the score of the rotation that holds it
+  in the row's view. Cost grows with T * Rmax * N: best when views share most slots (Hogwild!:
+  every view sees every block, in its own order).
 
 Query heads of one KV group are folded into the row axis, so GQA needs no key expansion.
 Everything that depends only on the layout (indices, mask, cos/sin tables) is built once per
@@ -53,11 +54,12 @@ class PreparedViewAttention:
     # direct strategy
     slot_lo: int = 0  # attended cache range is slot_lo:slot_hi
     slot_hi: int = 0
-    chunks_max: int = 0  # Cmax: most chunks of one view
-    row_chunk: torch.Tensor | None = None  # [T, N] chunk (within the row's view) holding each slot
-    row_mask: torch.Tensor | None = None  # [T, N] allowed slots; empty rows all-True
-    qc_cos: torch.Tensor | None = None  # [T, 1, 1, Cmax, D/2] rotation by q_offset - chunk_offset
-    qc_sin: torch.Tensor | None = None
+    slot_index: torch.Tensor | None = None  # [N] the slots some view uses, when the range has unused ones
+    rotations_max: int = 0  # Rmax: most distinct chunk offsets of one view
+    row_rotation: torch.Tensor | None = None  # [T, N] rotation (within the row's view) of each slot
+    row_blocked: torch.Tensor | None = None  # [T, N] slots the row must not see; empty rows all-False
+    qr_cos: torch.Tensor | None = None  # [T, 1, 1, Rmax, D/2] rotation by q_offset - chunk offset
+    qr_sin: torch.Tensor | None = None
     _mask_by_group: dict = field(default_factory=dict, repr=False)
     _index_by_heads: dict = field(default_factory=dict, repr=False)
 
@@ -101,7 +103,7 @@ class _FlatKeys:
     """Every key of every view, flattened in view order."""
 
     view: torch.Tensor  # [K] view of the key
-    chunk_in_view: torch.Tensor  # [K] chunk index within its view
+    chunk: torch.Tensor  # [K] chunk of the key
     within_view: torch.Tensor  # [K] index of the key among its view's keys
     slot: torch.Tensor  # [K]
     pos: torch.Tensor  # [K] view position
@@ -125,7 +127,7 @@ def _flatten_keys(layout: ViewLayout) -> _FlatKeys:
     key_view = chunk_view[key_chunk]
     return _FlatKeys(
         view=key_view,
-        chunk_in_view=key_chunk - layout.view_chunk_ptr[:-1][key_view],
+        chunk=key_chunk,
         within_view=torch.arange(total, device=dev) - view_start[key_view],
         slot=layout.chunk_slot[key_chunk] + within_chunk,
         pos=layout.chunk_pos[key_chunk] + within_chunk,
@@ -133,6 +135,30 @@ def _flatten_keys(layout: ViewLayout) -> _FlatKeys:
         view_len=view_len,
         view_chunks=view_chunks,
     )
+
+
+@dataclass
+class _Rotations:
+    """The distinct chunk offsets of each view: chunks with one offset share one query rotation."""
+
+    of_chunk: torch.Tensor  # [C] rank of the chunk's offset among its view's distinct offsets
+    offset: torch.Tensor  # [V, Rmax] offset of each rotation (0 where padding)
+    most: int  # Rmax
+
+
+def _rotations(layout: ViewLayout) -> _Rotations:
+    dev = layout.device
+    num_views = layout.num_views
+    if layout.num_chunks == 0:
+        return _Rotations(torch.zeros(0, dtype=torch.int64, device=dev), torch.zeros(num_views, 1, dtype=torch.int64, device=dev), 1)
+    view_chunks = layout.view_chunk_ptr[1:] - layout.view_chunk_ptr[:-1]
+    chunk_view = torch.repeat_interleave(torch.arange(num_views, device=dev), view_chunks)
+    pairs, of_pair = torch.unique(torch.stack([chunk_view, layout.chunk_offset], 1), dim=0, return_inverse=True)
+    rank = _rank_within_group(pairs[:, 0])
+    most = int(rank.max()) + 1
+    offset = torch.zeros(num_views * most, dtype=torch.int64, device=dev)
+    offset[pairs[:, 0] * most + rank] = pairs[:, 1]
+    return _Rotations(rank[of_pair], offset.view(num_views, most), most)
 
 
 def _allowed(key_pos: torch.Tensor, row_pos: torch.Tensor, window: int | None) -> torch.Tensor:
@@ -162,12 +188,13 @@ def prepare_view_attention(
     keys = _flatten_keys(layout)
     num_views = layout.num_views
     keys_max = max(int(keys.view_len.max()) if num_views else 0, 1)
-    chunks_max = max(int(keys.view_chunks.max()) if num_views else 0, 1)
+    rotations = _rotations(layout)
     if keys.slot.numel():
         slot_lo, slot_hi = int(keys.slot.min()), int(keys.slot.max()) + 1
     else:
         slot_lo, slot_hi = 0, 1
     n_range = slot_hi - slot_lo
+    used_slots = torch.unique(keys.slot)  # sorted; other streams' blocks may lie between them
     # A view holding one slot twice cannot be scored slot-wise: only "gather" handles it.
     slot_key_count = torch.zeros(num_views * n_range, dtype=torch.int64, device=layout.device)
     slot_key_count.index_add_(0, keys.view * n_range + keys.slot - slot_lo, torch.ones_like(keys.slot))
@@ -175,11 +202,11 @@ def prepare_view_attention(
     if strategy == "direct" and not direct_ok:
         raise ValueError("strategy='direct' needs each slot at most once per view")
     if strategy == "auto":
-        direct_cost = layout.num_rows * chunks_max * n_range
+        direct_cost = layout.num_rows * rotations.most * max(used_slots.numel(), 1)
         gather_cost = DIRECT_COST_RATIO * num_views * keys_max
         strategy = "direct" if direct_ok and direct_cost <= gather_cost else "gather"
     if strategy == "direct":
-        return _prepare_direct(layout, inv_freq, keys, window, dtype, slot_lo, slot_hi, chunks_max)
+        return _prepare_direct(layout, inv_freq, keys, window, dtype, slot_lo, slot_hi, used_slots, rotations)
     return _prepare_gather(layout, inv_freq, keys, window, dtype, keys_max)
 
 
@@ -226,40 +253,44 @@ def _prepare_gather(layout, inv_freq, keys: _FlatKeys, window, dtype, keys_max) 
     )
 
 
-def _prepare_direct(layout, inv_freq, keys: _FlatKeys, window, dtype, slot_lo, slot_hi, chunks_max):
+def _prepare_direct(layout, inv_freq, keys: _FlatKeys, window, dtype, slot_lo, slot_hi, used_slots, rotations: _Rotations):
     dev = layout.device
     num_views = layout.num_views
-    n_range = slot_hi - slot_lo
-    at = keys.view * n_range + keys.slot - slot_lo
-    slot_chunk = torch.full((num_views * n_range,), -1, dtype=torch.int64, device=dev)
-    slot_chunk[at] = keys.chunk_in_view
+    slot_index = None
+    if 0 < used_slots.numel() < slot_hi - slot_lo:
+        # score only the used slots: gathering them once is cheaper than scoring every row against the gaps
+        slot_index = used_slots
+        compact = torch.zeros(slot_hi - slot_lo, dtype=torch.int64, device=dev)
+        compact[used_slots - slot_lo] = torch.arange(used_slots.numel(), device=dev)
+        n_range = used_slots.numel()
+        at = keys.view * n_range + compact[keys.slot - slot_lo]
+    else:
+        n_range = slot_hi - slot_lo
+        at = keys.view * n_range + keys.slot - slot_lo
+    slot_rotation = torch.full((num_views * n_range,), -1, dtype=torch.int64, device=dev)
+    slot_rotation[at] = rotations.of_chunk[keys.chunk]
     slot_pos = torch.zeros(num_views * n_range, dtype=torch.int64, device=dev)
     slot_pos[at] = keys.pos
-    row_chunk = slot_chunk.view(num_views, n_range)[layout.q_view]  # [T, N]
-    row_mask = (row_chunk >= 0) & _allowed(
+    row_rotation = slot_rotation.view(num_views, n_range)[layout.q_view]  # [T, N]
+    row_mask = (row_rotation >= 0) & _allowed(
         slot_pos.view(num_views, n_range)[layout.q_view], layout.q_pos[:, None], window
     )
     has_key = row_mask.any(-1, keepdim=True)
     row_mask |= ~has_key
-    chunk_in_view = torch.arange(layout.num_chunks, device=dev) - torch.repeat_interleave(
-        layout.view_chunk_ptr[:-1], keys.view_chunks
-    )
-    chunk_view = torch.repeat_interleave(torch.arange(num_views, device=dev), keys.view_chunks)
-    view_chunk_off = torch.zeros(num_views * chunks_max, dtype=torch.int64, device=dev)
-    view_chunk_off[chunk_view * chunks_max + chunk_in_view] = layout.chunk_offset
-    delta = layout.q_offset[:, None] - view_chunk_off.view(num_views, chunks_max)[layout.q_view]
-    qc_cos, qc_sin = cos_sin(delta.view(-1, 1, 1, chunks_max), inv_freq, dtype)
+    delta = layout.q_offset[:, None] - rotations.offset[layout.q_view]
+    qr_cos, qr_sin = cos_sin(delta.view(-1, 1, 1, rotations.most), inv_freq, dtype)
     return PreparedViewAttention(
         strategy="direct",
         window=window,
         row_has_key=has_key.to(dtype).view(-1, 1, 1),
         slot_lo=slot_lo,
         slot_hi=slot_hi,
-        chunks_max=chunks_max,
-        row_chunk=row_chunk.clamp(min=0),
-        row_mask=row_mask,
-        qc_cos=qc_cos,
-        qc_sin=qc_sin,
+        slot_index=slot_index,
+        rotations_max=rotations.most,
+        row_rotation=row_rotation.clamp(min=0),
+        row_blocked=~row_mask,
+        qr_cos=qr_cos,
+        qr_sin=qr_sin,
     )
 
 
@@ -338,19 +369,22 @@ def _attend_direct(q, k_cache, v_cache, prepared: PreparedViewAttention, scale: 
     t, hq, d = q.shape
     hkv = k_cache.shape[1]
     g = hq // hkv
-    cm = prepared.chunks_max
-    lo, hi = prepared.slot_lo, prepared.slot_hi
-    n = hi - lo
+    rm = prepared.rotations_max
     dt = q.dtype
-    # One rotated query per (row, chunk of its view): [Hkv, T*G*Cmax, D].
-    qc = _rotate_broadcast(q.view(t, hkv, g, 1, d), prepared.qc_cos.to(dt), prepared.qc_sin.to(dt))
-    qc = qc.permute(1, 0, 2, 3, 4).reshape(hkv, t * g * cm, d)
-    keys = k_cache[lo:hi].to(dt).transpose(0, 1)  # [Hkv, N, D], no copy
-    scores = torch.matmul(qc, keys.transpose(1, 2)).view(hkv, t, g, cm, n)
-    # Keep, for each slot, the score under the rotation of the chunk holding it in the row's view.
-    pick = prepared.row_chunk.view(1, t, 1, 1, n).expand(hkv, t, g, 1, n)
-    scores = torch.gather(scores, 3, pick).view(hkv, t, g, n).float()
-    scores.mul_(scale).masked_fill_(~prepared.row_mask.view(1, t, 1, n), float("-inf"))
+    if prepared.slot_index is None:
+        keys, values = k_cache[prepared.slot_lo : prepared.slot_hi], v_cache[prepared.slot_lo : prepared.slot_hi]
+    else:
+        keys, values = k_cache.index_select(0, prepared.slot_index), v_cache.index_select(0, prepared.slot_index)
+    n = keys.shape[0]
+    # One rotated, pre-scaled query per (row, rotation of its view): [Hkv, T*G*Rmax, D].
+    qr = _rotate_broadcast((q * scale).view(t, hkv, g, 1, d), prepared.qr_cos.to(dt), prepared.qr_sin.to(dt))
+    qr = qr.permute(1, 0, 2, 3, 4).reshape(hkv, t * g * rm, d)
+    scores = torch.matmul(qr, keys.to(dt).permute(1, 2, 0))  # [Hkv, T*G*Rmax, N]
+    if rm > 1:
+        # keep, for each slot, the score under the rotation that holds it in the row's view
+        pick = prepared.row_rotation.view(1, t, 1, 1, n).expand(hkv, t, g, 1, n)
+        scores = torch.gather(scores.view(hkv, t, g, rm, n), 3, pick)
+    scores = scores.view(hkv, t, g, n).float().masked_fill_(prepared.row_blocked.view(1, t, 1, n), float("-inf"))
     probs = torch.softmax(scores, dim=-1).to(dt).view(hkv, t * g, n)
-    out = torch.matmul(probs, v_cache[lo:hi].to(dt).transpose(0, 1))  # [Hkv, T*G, D]
+    out = torch.matmul(probs, values.to(dt).transpose(0, 1))  # [Hkv, T*G, D]
     return out.view(hkv, t, g, d).permute(1, 0, 2, 3).reshape(t, hq, d)

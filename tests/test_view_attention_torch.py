@@ -235,8 +235,9 @@ def test_auto_strategy_matches_oracle_and_picks_by_sharing():
     shared = ViewLayout.build([[(0, 500, 0, 0), (500, 500, 500, 500)], [(500, 500, 0, 0), (0, 500, 500, 500)]],
                               [(0, 999, 0), (1, 999, 0)])
     assert prepare_view_attention(shared, inv_freq).strategy == "direct"
+    # 8 views, each of 8 own blocks rotated at local positions 0..124: nothing shared
     disjoint = ViewLayout.build(
-        [[(i * 1000 + j * 125, 125, j * 125, 0) for j in range(8)] for i in range(8)], [(i, 999, 0) for i in range(8)]
+        [[(i * 1000 + j * 125, 125, j * 125, j * 125) for j in range(8)] for i in range(8)], [(i, 999, 0) for i in range(8)]
     )
     assert prepare_view_attention(disjoint, inv_freq).strategy == "gather"
 
@@ -261,6 +262,44 @@ def test_slot_repeated_within_a_view_uses_gather():
     for h in range(2):
         ref = torch.softmax(d**-0.5 * (kg[:, 0] @ qg[0, h]), 0) @ vv
         torch.testing.assert_close(out[0, h].double(), ref, atol=1e-5, rtol=0)
+
+
+def test_direct_scores_only_used_slots_and_rotates_once_per_block():
+    """Streams over a shared prompt whose own blocks are split over interleaved pages: the direct strategy
+    compacts away the slots no view uses and rotates each row once per block, not once per page run."""
+    torch.manual_seed(3)
+    d, hkv, hq = 64, 2, 6
+    inv_freq = make_inv_freq("default", d)
+    prompt, page, streams = 10, 4, 3
+    # slots: prompt 0..9, then pages of 4 interleaved: stream s page p at 10 + (p * (streams + 1) + s) * 4;
+    # the pages of a 4th stream (s == 3) sit between them and belong to no view here
+    own_len = 6
+    k_raw = torch.randn(64, hkv, d, dtype=torch.float64)
+    v = torch.randn(64, hkv, d, dtype=torch.float64)
+    k_cache = k_raw * 100  # junk in every slot no view should read
+    k_cache[:prompt] = hf_rotate64(k_raw[:prompt], torch.arange(prompt), inv_freq)
+    views, queries, view_slots = [], [], []
+    for s in range(streams):
+        pages = [10 + (p * (streams + 1) + s) * page for p in range(2)]
+        slots = list(range(pages[0], pages[0] + page)) + list(range(pages[1], pages[1] + own_len - page))
+        k_cache[slots] = hf_rotate64(k_raw[slots], torch.arange(own_len), inv_freq)
+        views.append([(0, prompt, 0, 0), (pages[0], page, prompt, prompt), (pages[1], own_len - page, prompt + page, prompt)])
+        queries.append((s, prompt + own_len - 1, prompt))  # decode row rotated at local own_len - 1
+        view_slots.append(list(range(prompt)) + slots)
+    layout = ViewLayout.build(views, queries)
+    prepared = prepare_view_attention(layout, inv_freq, strategy="direct")
+    assert prepared.rotations_max == 2  # prompt + own block, though the own block is two page runs
+    assert prepared.slot_index.tolist() == sorted(set(sum(view_slots, [])))  # the 4th stream's pages are skipped
+    q_raw = torch.randn(streams, hq, d, dtype=torch.float64)
+    q = hf_rotate64(q_raw, torch.full((streams,), own_len - 1), inv_freq)
+    out = view_attention_torch(q.float(), k_cache.float(), v.float(), layout, inv_freq, d**-0.5, prepared=prepared)
+    for s in range(streams):
+        n = len(view_slots[s])
+        kg = hf_rotate64(k_raw[view_slots[s]], torch.arange(n), inv_freq)
+        qg = hf_rotate64(q_raw[s : s + 1], torch.tensor([n - 1]), inv_freq)[0]
+        for h in range(hq):
+            ref = torch.softmax(d**-0.5 * (kg[:, h // 3] @ qg[h]), 0) @ v[view_slots[s], h // 3]
+            torch.testing.assert_close(out[s, h].double(), ref, atol=1e-5, rtol=0)
 
 
 @pytest.mark.parametrize("strategy", ["gather", "direct"])

@@ -1,0 +1,66 @@
+"""Faster bf16 linears on CPU: one row on torch's native gemv, several rows on prepacked oneDNN weights.
+
+Measured on a 2-core AVX-512 box (SmolLM2-135M, all 211 linears of one step): a 1-row step takes
+~11 ms with the native gemv but ~22 ms through oneDNN, and a 4-row step ~14 ms with weights reordered
+once into oneDNN's blocked layout but ~24 ms unpacked (and ~29 ms native). So the runner switches oneDNN
+off for 1-row steps (``single_row_step``) and every other step reads the prepacked copy. The packed copy
+costs one more copy of the linear weights in memory; the parameters themselves are untouched (tied
+embeddings stay tied, weight hashes stay the same).
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def packed_linear_available() -> bool:
+    return torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
+
+
+class PackedLinear(nn.Linear):
+    """nn.Linear whose multi-row products read a oneDNN-reordered copy of the weight."""
+
+    packed: torch.Tensor
+
+    @classmethod
+    def adopt(cls, linear: nn.Linear) -> "PackedLinear":
+        """Turn `linear` into a PackedLinear in place (same parameters, same module tree)."""
+        linear.__class__ = cls
+        linear.packed = torch.ops.mkldnn._reorder_linear_weight(linear.weight.detach(), 4)
+        return linear
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.numel() == x.shape[-1] or x.dtype != self.packed.dtype:
+            return F.linear(x, self.weight, self.bias)  # one row: a gemv, native when oneDNN is off
+        return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
+
+
+def pack_linears(model: nn.Module) -> int:
+    """Prepack every bf16 CPU linear of `model` (idempotent); returns how many are packed."""
+    if not packed_linear_available():
+        return 0
+    count = 0
+    for module in model.modules():
+        if isinstance(module, PackedLinear):
+            count += 1
+        elif type(module) is nn.Linear and module.weight.dtype == torch.bfloat16 and module.weight.device.type == "cpu":
+            PackedLinear.adopt(module)
+            count += 1
+    return count
+
+
+@contextlib.contextmanager
+def single_row_step(rows: int):
+    """Context for one forward: with a single row, oneDNN is switched off so linears take the native gemv."""
+    if rows != 1 or not torch.backends.mkldnn.enabled:
+        yield
+        return
+    torch.backends.mkldnn.enabled = False
+    try:
+        yield
+    finally:
+        torch.backends.mkldnn.enabled = True
