@@ -16,7 +16,7 @@ from transformers.masking_utils import AttentionMaskInterface
 
 from agent_runtime.kv_block_store import KVBlockStore
 from agent_runtime.model_loader import LoadedModel, check_supported
-from agent_runtime.packed_linear import pack_linears, single_row_step
+from agent_runtime.packed_linear import pack_linears, native_linear_step
 from agent_runtime.view import View
 from kernels import view_attention
 from kernels.view_attention_torch import prepare_view_attention
@@ -178,7 +178,7 @@ class ModelRunner:
         ids = torch.tensor([token_ids], device=self.device)
         pos = torch.tensor([positions], device=self.device)
         keep_t = torch.tensor(keep if keep else [0], device=self.device)
-        with single_row_step(len(token_ids) if self.packed_linears else 0):
+        with native_linear_step(len(token_ids) if self.packed_linears else 0):
             out = self.model(
                 input_ids=ids,
                 position_ids=pos,

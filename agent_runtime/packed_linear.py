@@ -1,11 +1,11 @@
-"""Faster bf16 linears on CPU: one row on torch's native gemv, several rows on prepacked oneDNN weights.
+"""Faster bf16 linears on CPU: 1-2 rows on torch's native kernels, more rows on prepacked oneDNN weights.
 
 Measured on a 2-core AVX-512 box (SmolLM2-135M, all 211 linears of one step): a 1-row step takes
-~11 ms with the native gemv but ~22 ms through oneDNN, and a 4-row step ~14 ms with weights reordered
-once into oneDNN's blocked layout but ~24 ms unpacked (and ~29 ms native). So the runner switches oneDNN
-off for 1-row steps (``single_row_step``) and every other step reads the prepacked copy. The packed copy
-costs one more copy of the linear weights in memory; the parameters themselves are untouched (tied
-embeddings stay tied, weight hashes stay the same).
+~11 ms with the native gemv but ~22 ms through oneDNN; 2 rows ~15 ms native, ~17 ms prepacked; 4 rows
+~14 ms with weights reordered once into oneDNN's blocked layout, ~24 ms unpacked and ~29 ms native. So
+the runner switches oneDNN off for steps of at most NATIVE_MAX_ROWS rows (``native_linear_step``) and
+every other step reads the prepacked copy. The packed copy costs one more copy of the linear weights in
+memory; the parameters themselves are untouched (tied embeddings stay tied, weight hashes stay the same).
 """
 
 from __future__ import annotations
@@ -16,13 +16,16 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+# Steps with at most this many rows run their linears on the native kernels (oneDNN off).
+NATIVE_MAX_ROWS = 2
+
 
 def packed_linear_available() -> bool:
     return torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
 
 
 class PackedLinear(nn.Linear):
-    """nn.Linear whose multi-row products read a oneDNN-reordered copy of the weight."""
+    """nn.Linear whose products of more than NATIVE_MAX_ROWS rows read a oneDNN-reordered copy of the weight."""
 
     packed: torch.Tensor
 
@@ -34,8 +37,8 @@ class PackedLinear(nn.Linear):
         return linear
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.numel() == x.shape[-1] or x.dtype != self.packed.dtype:
-            return F.linear(x, self.weight, self.bias)  # one row: a gemv, native when oneDNN is off
+        if x.numel() <= NATIVE_MAX_ROWS * x.shape[-1] or x.dtype != self.packed.dtype:
+            return F.linear(x, self.weight, self.bias)  # native kernels when oneDNN is off
         return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
 
 
@@ -54,9 +57,9 @@ def pack_linears(model: nn.Module) -> int:
 
 
 @contextlib.contextmanager
-def single_row_step(rows: int):
-    """Context for one forward: with a single row, oneDNN is switched off so linears take the native gemv."""
-    if rows != 1 or not torch.backends.mkldnn.enabled:
+def native_linear_step(rows: int):
+    """Context for one forward of `rows` rows: with at most NATIVE_MAX_ROWS, oneDNN is off (native kernels)."""
+    if not 0 < rows <= NATIVE_MAX_ROWS or not torch.backends.mkldnn.enabled:
         yield
         return
     torch.backends.mkldnn.enabled = False

@@ -14,8 +14,10 @@ def test_bench_kv_json_has_the_ratios_and_leaves_the_pool_empty():
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.startswith("machine: ")
     result = json.loads(proc.stdout)
-    for key in ("view_vs_contiguous", "drop_vs_recompute", "streams2_vs_1", "streams4_vs_1", "streams8_vs_1"):
+    for key in ("view_vs_contiguous", "drop_vs_recompute", "streams2_vs_1", "streams4_vs_1", "streams8_vs_1",
+                "linears4_vs_1"):
         assert result[key] > 0
+    assert result["linears4_vs_1"] == result["linears_ms_4"] / result["linears_ms_1"]
     assert result["drop_vs_recompute"] > 10  # dropping is bookkeeping; recompute is a 256-token prefill
     assert result["pool_blocks_left"] == 0
 

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from agent_runtime.kv_block_store import KVBlockStore
 from agent_runtime.model_loader import load_model
 from agent_runtime.model_runner import ModelRunner, StreamInput
-from agent_runtime.packed_linear import PackedLinear, pack_linears, packed_linear_available, single_row_step
+from agent_runtime.packed_linear import NATIVE_MAX_ROWS, PackedLinear, pack_linears, packed_linear_available, native_linear_step
 from agent_runtime.view import View
 
 pytestmark = pytest.mark.skipif(not packed_linear_available(), reason="torch built without oneDNN")
@@ -56,12 +56,12 @@ def test_float32_models_are_left_alone():
     assert pack_linears(loaded.model) == 0
 
 
-def test_single_row_step_switches_onednn_off_only_for_one_row_and_always_restores_it():
+def test_native_linear_step_switches_onednn_off_only_for_one_row_and_always_restores_it():
     assert torch.backends.mkldnn.enabled
-    with single_row_step(4):
+    with native_linear_step(4):
         assert torch.backends.mkldnn.enabled
     with pytest.raises(RuntimeError, match="boom"):
-        with single_row_step(1):
+        with native_linear_step(1):
             assert not torch.backends.mkldnn.enabled
             raise RuntimeError("boom")
     assert torch.backends.mkldnn.enabled

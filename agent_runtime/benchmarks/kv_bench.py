@@ -5,6 +5,8 @@
 (b) drop_vs_recompute: time to recompute (prefill) the tokens after a dropped middle block, divided by
     the time to drop the block from the view (which recomputes nothing).
 (c) streamsN_vs_1: aggregate decode tokens/s with N streams in one batched forward, divided by 1 stream.
+    Beside it, the model's linear layers alone on 4 rows vs 1 row: the extra time they take bounds the
+    gain, streams4_bound = 4 * step_1 / (step_1 + linears_4 - linears_1), if nothing else grew with rows.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from agent_runtime.benchmarks.measure import Timing, progress, timed
 from agent_runtime.kv_block_store import KVBlockStore
 from agent_runtime.model_loader import LoadedModel
 from agent_runtime.model_runner import ModelRunner, StreamInput
+from agent_runtime.packed_linear import pack_linears, native_linear_step
 from agent_runtime.view import View
 
 
@@ -36,6 +39,8 @@ class KVBench:
         self.plain = copy.deepcopy(loaded.model)  # same weights, transformers' own sdpa attention and cache
         self.plain.set_attn_implementation("sdpa")
         self.runner = ModelRunner(loaded, self.store, backend=backend, device=device)
+        if self.runner.packed_linears:  # the same linear kernels as the runner: (a) compares attention only
+            pack_linears(self.plain)
         self.device = device
 
     def _block(self, label: str, tokens: list[int], context: list | None = None):
@@ -66,7 +71,7 @@ class KVBench:
             self.plain(input_ids=torch.tensor([tokens[: per * self.blocks]], device=self.device), cache=cache, use_cache=True)
 
         def plain_step():
-            with torch.inference_mode():
+            with torch.inference_mode(), native_linear_step(1 if self.runner.packed_linears else 0):
                 self.plain(input_ids=torch.tensor([[7]], device=self.device), cache=cache, use_cache=True)
 
         samples = {"view8": [], "view1": [], "plain": []}
@@ -134,7 +139,32 @@ class KVBench:
         self.store.release(prompt)
         out = {f"tokens_per_s_{n}": r for n, r in rates.items()}
         out.update({f"streams{n}_vs_1": rates[n] / rates[1] for n in counts if n != 1})
+        out.update(self.linears(rounds=rounds))
+        step1 = Timing(samples[1]).median * 1e3
+        out["streams4_bound"] = 4 * step1 / (step1 + out["linears_ms_4"] - out["linears_ms_1"])
         return out
+
+    def linears(self, rounds: int) -> dict:
+        """Every linear layer of one step (as the runner calls them) on 1 row vs 4 rows, interleaved."""
+        modules = [m for m in self.runner.model.modules() if isinstance(m, torch.nn.Linear)]
+        dtype = self.runner.model_dtype
+
+        def step(rows: int):
+            inputs = {m.in_features: torch.randn(1, rows, m.in_features, dtype=dtype, device=self.device) for m in modules}
+            with torch.inference_mode(), native_linear_step(rows if self.runner.packed_linears else 0):
+                for m in modules:
+                    m(inputs[m.in_features])
+
+        samples = {1: [], 4: []}
+        for rows in samples:
+            step(rows)  # warm-up
+        for _ in range(rounds):
+            for rows in samples:
+                samples[rows].append(timed(lambda: step(rows)))
+        one, four = Timing(samples[1]), Timing(samples[4])
+        progress(f"(c) bound: the {len(modules)} linear layers alone, 1 row {one.ms()} vs 4 rows {four.ms()}")
+        return {"linears_ms_1": one.median * 1e3, "linears_ms_4": four.median * 1e3,
+                "linears4_vs_1": four.median / one.median}
 
     def run(self) -> dict:
         result = {}

@@ -106,6 +106,9 @@ def _run_kv(args) -> int:
         for n in (2, 4, 8):
             print(f"(c) {n} streams vs 1: {result[f'streams{n}_vs_1']:.2f}x aggregate tokens/s "
                   f"({result[f'tokens_per_s_{n}']:.1f} vs {result['tokens_per_s_1']:.1f})")
+        print(f"(c) bound: the linear layers alone cost {result['linears4_vs_1']:.2f}x on 4 rows vs 1 "
+              f"({result['linears_ms_4']:.1f} vs {result['linears_ms_1']:.1f} ms), so 4 streams gain at most "
+              f"{result['streams4_bound']:.2f}x")
     return 0
 
 
