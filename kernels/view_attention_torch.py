@@ -12,6 +12,10 @@ views or chunks; ``prepare_view_attention`` picks one from a cost estimate:
   in the row's view. Cost grows with T * Rmax * N: best when views share most slots (Hogwild!:
   every view sees every block, in its own order).
 
+- "split": views with many query rows (a prefill) and views with few (decodes) are prepared and
+  attended apart, each by its cheaper strategy, so a long prefill does not pad every decode view
+  to its row count. "auto" splits when that saves most of the padded work.
+
 Query heads of one KV group are folded into the row axis, so GQA needs no key expansion.
 Everything that depends only on the layout (indices, mask, cos/sin tables) is built once per
 engine step and reused by all layers.
@@ -31,15 +35,19 @@ from .view_layout import ViewLayout
 # Hq/Hkv = 3, D = 64: one direct (row, chunk, slot) score costs about 1/16 of one gathered,
 # rotated and attended key).
 DIRECT_COST_RATIO = 16.0
+# Views with more query rows than this are prefills; "auto" attends them apart from the rest when the
+# padded [V, R_max, S_max] grid would be more than SPLIT_WASTE times the split grids.
+PREFILL_ROWS = 8
+SPLIT_WASTE = 2.0
 
 
 @dataclass
 class PreparedViewAttention:
     """Layout-only tensors shared by every layer of one engine step."""
 
-    strategy: str  # "gather" or "direct"
+    strategy: str  # "gather", "direct" or "split"
     window: int | None
-    row_has_key: torch.Tensor  # [T, 1, 1] 1.0 where the row sees a key, 0.0 where it sees none
+    row_has_key: torch.Tensor | None  # [T, 1, 1] 1.0 where the row sees a key, 0.0 where it sees none
     # gather strategy
     num_views: int = 0
     rows_max: int = 0  # R_max: most query rows of one view
@@ -60,6 +68,8 @@ class PreparedViewAttention:
     row_blocked: torch.Tensor | None = None  # [T, N] slots the row must not see; empty rows all-False
     qr_cos: torch.Tensor | None = None  # [T, 1, 1, Rmax, D/2] rotation by q_offset - chunk offset
     qr_sin: torch.Tensor | None = None
+    # split strategy: (query rows, their views prepared alone) per part
+    parts: list[tuple[torch.Tensor, "PreparedViewAttention"]] = field(default_factory=list)
     _mask_by_group: dict = field(default_factory=dict, repr=False)
     _index_by_heads: dict = field(default_factory=dict, repr=False)
 
@@ -178,13 +188,23 @@ def prepare_view_attention(
 ) -> PreparedViewAttention:
     """Build the per-step tables (indices, mask, cos/sin, cast to ``dtype``) for one layout.
 
-    ``strategy`` is "auto" (cost estimate), "gather" or "direct" (see the module docstring).
+    ``strategy`` is "auto" (cost estimate), "gather", "direct" or "split" (see the module docstring).
     """
     if window is not None and window <= 0:
         raise ValueError(f"window must be positive or None, got {window}")
-    if strategy not in ("auto", "gather", "direct"):
-        raise ValueError(f"strategy must be 'auto', 'gather' or 'direct', got {strategy!r}")
+    if strategy not in ("auto", "gather", "direct", "split"):
+        raise ValueError(f"strategy must be 'auto', 'gather', 'direct' or 'split', got {strategy!r}")
     inv_freq = inv_freq.to(layout.device)
+    if strategy in ("auto", "split"):
+        groups = _prefill_and_decode_views(layout, force=strategy == "split")
+        if groups is not None:
+            parts = []
+            for views in groups:
+                sub, rows = layout.select(views)
+                parts.append((rows, prepare_view_attention(sub, inv_freq, window=window, dtype=dtype)))
+            return PreparedViewAttention(strategy="split", window=window, row_has_key=None, parts=parts)
+        if strategy == "split":
+            raise ValueError("strategy='split' needs views with more and views with fewer than PREFILL_ROWS rows")
     keys = _flatten_keys(layout)
     num_views = layout.num_views
     keys_max = max(int(keys.view_len.max()) if num_views else 0, 1)
@@ -208,6 +228,30 @@ def prepare_view_attention(
     if strategy == "direct":
         return _prepare_direct(layout, inv_freq, keys, window, dtype, slot_lo, slot_hi, used_slots, rotations)
     return _prepare_gather(layout, inv_freq, keys, window, dtype, keys_max)
+
+
+def _prefill_and_decode_views(layout: ViewLayout, *, force: bool) -> list[list[int]] | None:
+    """[prefill views, decode views] when attending them apart saves enough padded work, else None."""
+    num_views = layout.num_views
+    if num_views < 2 or layout.num_rows == 0:
+        return None
+    rows = torch.bincount(layout.q_view, minlength=num_views)
+    keys = torch.zeros(num_views, dtype=torch.int64, device=layout.device).index_add_(
+        0, torch.repeat_interleave(torch.arange(num_views, device=layout.device), layout.view_chunk_ptr.diff()),
+        layout.chunk_len,
+    )
+    prefill = rows > PREFILL_ROWS
+    if bool(prefill.all()) or not bool(prefill.any()):
+        return None
+
+    def padded(mask: torch.Tensor) -> int:
+        return int(mask.sum()) * int(rows[mask].max()) * max(int(keys[mask].max()), 1)
+
+    whole = padded(torch.ones_like(prefill))
+    split = padded(prefill) + padded(~prefill)
+    if not force and whole <= SPLIT_WASTE * split:
+        return None
+    return [torch.nonzero(prefill).flatten().tolist(), torch.nonzero(~prefill).flatten().tolist()]
 
 
 def _prepare_gather(layout, inv_freq, keys: _FlatKeys, window, dtype, keys_max) -> PreparedViewAttention:
@@ -338,6 +382,15 @@ def view_attention_torch(
         prepared = prepare_view_attention(layout, inv_freq, window=window, dtype=q.dtype)
     elif prepared.window != window:
         raise ValueError(f"prepared for window={prepared.window}, called with window={window}")
+    return _attend(q, k_cache, v_cache, prepared, scale)
+
+
+def _attend(q, k_cache, v_cache, prepared: PreparedViewAttention, scale: float) -> torch.Tensor:
+    if prepared.strategy == "split":
+        out = torch.empty_like(q)
+        for rows, part in prepared.parts:
+            out.index_copy_(0, rows, _attend(q.index_select(0, rows), k_cache, v_cache, part, scale))
+        return out
     if prepared.strategy == "direct":
         out = _attend_direct(q, k_cache, v_cache, prepared, scale)
     else:

@@ -47,6 +47,29 @@ class ViewLayout:
     def to(self, device) -> "ViewLayout":
         return ViewLayout(**{f.name: getattr(self, f.name).to(device) for f in fields(self)})
 
+    def select(self, views: list[int]) -> tuple["ViewLayout", torch.Tensor]:
+        """The layout of some views alone (renumbered in the given order) and the indices of their query rows."""
+        dev = self.device
+        ptr = self.view_chunk_ptr.tolist()
+        renumber = torch.full((self.num_views,), -1, dtype=torch.int64, device=dev)
+        renumber[torch.tensor(views, dtype=torch.int64, device=dev)] = torch.arange(len(views), device=dev)
+        new_view = renumber[self.q_view]
+        rows = torch.nonzero(new_view >= 0).flatten()
+        chunk_list = [list(range(ptr[v], ptr[v + 1])) for v in views]
+        chunks = torch.tensor([c for cs in chunk_list for c in cs], dtype=torch.int64, device=dev)
+        new_ptr = torch.tensor([0] + [len(cs) for cs in chunk_list], dtype=torch.int64, device=dev).cumsum(0)
+        sub = ViewLayout(
+            q_view=new_view[rows],
+            q_pos=self.q_pos[rows],
+            q_offset=self.q_offset[rows],
+            view_chunk_ptr=new_ptr,
+            chunk_slot=self.chunk_slot[chunks],
+            chunk_len=self.chunk_len[chunks],
+            chunk_pos=self.chunk_pos[chunks],
+            chunk_offset=self.chunk_offset[chunks],
+        )
+        return sub, rows
+
     def validate(self) -> None:
         """Raise ValueError on malformed layouts (cheap; syncs once on GPU)."""
         devices = set()

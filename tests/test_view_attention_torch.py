@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from kernels import ViewLayout, prepare_view_attention, view_attention_torch
+from kernels.view_attention_torch import PREFILL_ROWS
 
 # ---------------------------------------------------------------------------- oracle helpers
 
@@ -65,6 +66,7 @@ def make_case(
     window: int | None = None,
     n_views: int = 3,
     max_block: int = 12,
+    max_prefill: int = 5,
     dtype: torch.dtype = torch.float32,
 ) -> Case:
     """Random blocks in shuffled cache slots, split into chunks, composed into views that
@@ -125,7 +127,7 @@ def make_case(
         if kind == "decode":
             rows.append((v, max(end - 1, 0)))
         elif kind == "prefill":
-            n = rng.randint(2, 5)
+            n = rng.randint(2, max_prefill)
             rows += [(v, max(end - n, 0) + i) for i in range(n)]
         if rng.random() < 0.3:
             rows.append((v, rng.randint(0, end + 2)))
@@ -180,13 +182,26 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("strategy", ["gather", "direct"])
+def _mixed_case(seed: int, params: dict) -> Case:
+    """A case with prefill views (more than PREFILL_ROWS rows) beside decode views, for the split strategy."""
+    for s in range(seed * 1000, seed * 1000 + 1000):
+        case = make_case(s, **params, n_views=4, max_block=30, max_prefill=20)
+        rows = torch.bincount(case.layout.q_view, minlength=4)
+        if bool((rows > PREFILL_ROWS).any()) and bool(((rows > 0) & (rows <= PREFILL_ROWS)).any()):
+            return case
+    raise AssertionError("no mixed case found")
+
+
+@pytest.mark.parametrize("strategy", ["gather", "direct", "split"])
 @pytest.mark.parametrize("seed", range(5))
 @pytest.mark.parametrize("params", CASES, ids=lambda p: "-".join(f"{k}{v}" for k, v in p.items()))
 def test_matches_fp64_oracle(params, seed, strategy):
-    case = make_case(seed, **params)
+    case = _mixed_case(seed, params) if strategy == "split" else make_case(seed, **params)
     prepared = prepare_view_attention(case.layout, case.inv_freq, window=case.window, strategy=strategy)
     assert prepared.strategy == strategy
+    if strategy == "split":  # prefill rows and decode rows, each row in exactly one part
+        assert len(prepared.parts) == 2 and all(rows.numel() for rows, _ in prepared.parts)
+        assert torch.cat([rows for rows, _ in prepared.parts]).sort().values.tolist() == list(range(case.layout.num_rows))
     out = view_attention_torch(
         case.q, case.k_cache, case.v_cache, case.layout, case.inv_freq, case.scale, window=case.window,
         prepared=prepared,
@@ -240,6 +255,21 @@ def test_auto_strategy_matches_oracle_and_picks_by_sharing():
         [[(i * 1000 + j * 125, 125, j * 125, j * 125) for j in range(8)] for i in range(8)], [(i, 999, 0) for i in range(8)]
     )
     assert prepare_view_attention(disjoint, inv_freq).strategy == "gather"
+
+
+def test_auto_splits_a_frame_prefill_from_decode_views():
+    """An engine step: a 26-row frame prefill over its own block beside 5 decode views of a 270-key context.
+    One padded grid would be 6 x 26 x 270; apart it is 26 x 26 plus 5 x 7 x 270."""
+    inv_freq = make_inv_freq("default", 64)
+    context = [(0, 200, 0, 0), (300, 70, 200, 0)]
+    views = [[(500, 26, 0, 0)]] + [context + [(600 + 16 * i, 1 + i, 270, 270)] for i in range(5)]
+    queries = [(0, p, 0) for p in range(26)] + [(1 + i, 270 + j, 270) for i in range(5) for j in range(min(1 + i, 7))]
+    step = ViewLayout.build(views, queries)
+    prepared = prepare_view_attention(step, inv_freq)
+    assert prepared.strategy == "split"
+    assert [rows.numel() for rows, _ in prepared.parts] == [26, step.num_rows - 26]
+    decodes_only = ViewLayout.build(views[1:], [(v - 1, p, o) for v, p, o in queries[26:]])
+    assert prepare_view_attention(decodes_only, inv_freq).strategy != "split"
 
 
 def test_slot_repeated_within_a_view_uses_gather():
