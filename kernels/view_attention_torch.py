@@ -12,9 +12,13 @@ views or chunks; ``prepare_view_attention`` picks one from a cost estimate:
   in the row's view. Cost grows with T * Rmax * N: best when views share most slots (Hogwild!:
   every view sees every block, in its own order).
 
+- "shared": every distinct (slot, chunk offset) of all views is gathered and rotated once, and all
+  rows attend in one SDPA with a mask of what each row's view holds. Cost grows with K_unique * T:
+  best when several decode views hold the same blocks at the same offsets (an action stream and its
+  command branches over one context).
 - "split": views with many query rows (a prefill) and views with few (decodes) are prepared and
-  attended apart, each by its cheaper strategy, so a long prefill does not pad every decode view
-  to its row count. "auto" splits when that saves most of the padded work.
+  attended apart, each by its cheapest strategy, so a long prefill does not pad every decode view
+  to its row count. "auto" splits when the parts' estimates beat the whole layout's by a margin.
 
 Query heads of one KV group are folded into the row axis, so GQA needs no key expansion.
 Everything that depends only on the layout (indices, mask, cos/sin tables) is built once per
@@ -36,7 +40,7 @@ from .view_layout import ViewLayout
 # rotated and attended key).
 DIRECT_COST_RATIO = 16.0
 # Views with more query rows than this are prefills; "auto" attends them apart from the rest when the
-# padded [V, R_max, S_max] grid would be more than SPLIT_WASTE times the split grids.
+# parts' estimated costs, times SPLIT_WASTE (the extra ops of two passes), beat the whole layout's best.
 PREFILL_ROWS = 8
 SPLIT_WASTE = 2.0
 
@@ -45,10 +49,10 @@ SPLIT_WASTE = 2.0
 class PreparedViewAttention:
     """Layout-only tensors shared by every layer of one engine step."""
 
-    strategy: str  # "gather", "direct" or "split"
+    strategy: str  # "gather", "direct", "shared" or "split"
     window: int | None
     row_has_key: torch.Tensor | None  # [T, 1, 1] 1.0 where the row sees a key, 0.0 where it sees none
-    # gather strategy
+    # gather and shared strategies
     num_views: int = 0
     rows_max: int = 0  # R_max: most query rows of one view
     keys_max: int = 0  # S_max: most keys of one view
@@ -147,6 +151,16 @@ def _flatten_keys(layout: ViewLayout) -> _FlatKeys:
     )
 
 
+def _unique_pairs(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Distinct (a, b) pairs sorted by a then b, and each input's pair index (a 1-D unique: far cheaper than dim=)."""
+    if a.numel() == 0:
+        return a, b, a.clone()
+    b_lo = int(b.min())
+    width = int(b.max()) - b_lo + 1
+    uniq, inverse = torch.unique(a * width + (b - b_lo), return_inverse=True)
+    return torch.div(uniq, width, rounding_mode="floor"), uniq % width + b_lo, inverse
+
+
 @dataclass
 class _Rotations:
     """The distinct chunk offsets of each view: chunks with one offset share one query rotation."""
@@ -163,11 +177,11 @@ def _rotations(layout: ViewLayout) -> _Rotations:
         return _Rotations(torch.zeros(0, dtype=torch.int64, device=dev), torch.zeros(num_views, 1, dtype=torch.int64, device=dev), 1)
     view_chunks = layout.view_chunk_ptr[1:] - layout.view_chunk_ptr[:-1]
     chunk_view = torch.repeat_interleave(torch.arange(num_views, device=dev), view_chunks)
-    pairs, of_pair = torch.unique(torch.stack([chunk_view, layout.chunk_offset], 1), dim=0, return_inverse=True)
-    rank = _rank_within_group(pairs[:, 0])
+    pair_view, pair_offset, of_pair = _unique_pairs(chunk_view, layout.chunk_offset)
+    rank = _rank_within_group(pair_view)
     most = int(rank.max()) + 1
     offset = torch.zeros(num_views * most, dtype=torch.int64, device=dev)
-    offset[pairs[:, 0] * most + rank] = pairs[:, 1]
+    offset[pair_view * most + rank] = pair_offset
     return _Rotations(rank[of_pair], offset.view(num_views, most), most)
 
 
@@ -176,6 +190,48 @@ def _allowed(key_pos: torch.Tensor, row_pos: torch.Tensor, window: int | None) -
     if window is not None:
         allowed &= row_pos - key_pos < window
     return allowed
+
+
+@dataclass
+class _Plan:
+    """What every strategy's cost estimate and tables start from, computed once per layout."""
+
+    keys: _FlatKeys
+    rotations: _Rotations
+    keys_max: int
+    slot_lo: int
+    slot_hi: int
+    used_slots: torch.Tensor  # sorted; other streams' blocks may lie between them
+    direct_ok: bool  # no view holds one slot twice (only gather and shared handle that)
+    pairs: torch.Tensor  # [2, K] distinct (slot, offset) of all views
+    key_pair: torch.Tensor  # [keys] index of each key's pair
+    costs: dict  # strategy -> estimated cost, in units of one (row, key) score
+
+
+def _plan(layout: ViewLayout) -> _Plan:
+    keys = _flatten_keys(layout)
+    num_views = layout.num_views
+    keys_max = max(int(keys.view_len.max()) if num_views else 0, 1)
+    rotations = _rotations(layout)
+    if keys.slot.numel():
+        slot_lo, slot_hi = int(keys.slot.min()), int(keys.slot.max()) + 1
+    else:
+        slot_lo, slot_hi = 0, 1
+    n_range = slot_hi - slot_lo
+    used_slots = torch.unique(keys.slot)
+    slot_key_count = torch.zeros(num_views * n_range, dtype=torch.int64, device=layout.device)
+    slot_key_count.index_add_(0, keys.view * n_range + keys.slot - slot_lo, torch.ones_like(keys.slot))
+    direct_ok = not bool((slot_key_count > 1).any())
+    pair_slot, pair_offset, key_pair = _unique_pairs(keys.slot, keys.offset)
+    rows_max = int(torch.bincount(layout.q_view, minlength=num_views).max()) if layout.num_rows else 0
+    # gathering and rotating one key costs about DIRECT_COST_RATIO scores
+    costs = {
+        "direct": layout.num_rows * rotations.most * max(used_slots.numel(), 1) if direct_ok else float("inf"),
+        "gather": num_views * keys_max * (DIRECT_COST_RATIO + rows_max),
+        "shared": pair_slot.numel() * (DIRECT_COST_RATIO + layout.num_rows),
+    }
+    return _Plan(keys, rotations, keys_max, slot_lo, slot_hi, used_slots, direct_ok,
+                 torch.stack([pair_slot, pair_offset]), key_pair, costs)
 
 
 def prepare_view_attention(
@@ -188,68 +244,49 @@ def prepare_view_attention(
 ) -> PreparedViewAttention:
     """Build the per-step tables (indices, mask, cos/sin, cast to ``dtype``) for one layout.
 
-    ``strategy`` is "auto" (cost estimate), "gather", "direct" or "split" (see the module docstring).
+    ``strategy`` is "auto" (cost estimate), "gather", "direct", "shared" or "split" (see the module docstring).
     """
     if window is not None and window <= 0:
         raise ValueError(f"window must be positive or None, got {window}")
-    if strategy not in ("auto", "gather", "direct", "split"):
-        raise ValueError(f"strategy must be 'auto', 'gather', 'direct' or 'split', got {strategy!r}")
+    if strategy not in ("auto", "gather", "direct", "shared", "split"):
+        raise ValueError(f"strategy must be 'auto', 'gather', 'direct', 'shared' or 'split', got {strategy!r}")
     inv_freq = inv_freq.to(layout.device)
+    plan = _plan(layout)
     if strategy in ("auto", "split"):
-        groups = _prefill_and_decode_views(layout, force=strategy == "split")
-        if groups is not None:
-            parts = []
-            for views in groups:
-                sub, rows = layout.select(views)
-                parts.append((rows, prepare_view_attention(sub, inv_freq, window=window, dtype=dtype)))
-            return PreparedViewAttention(strategy="split", window=window, row_has_key=None, parts=parts)
-        if strategy == "split":
+        groups = _prefill_and_decode_views(layout)
+        if groups is None and strategy == "split":
             raise ValueError("strategy='split' needs views with more and views with fewer than PREFILL_ROWS rows")
-    keys = _flatten_keys(layout)
-    num_views = layout.num_views
-    keys_max = max(int(keys.view_len.max()) if num_views else 0, 1)
-    rotations = _rotations(layout)
-    if keys.slot.numel():
-        slot_lo, slot_hi = int(keys.slot.min()), int(keys.slot.max()) + 1
-    else:
-        slot_lo, slot_hi = 0, 1
-    n_range = slot_hi - slot_lo
-    used_slots = torch.unique(keys.slot)  # sorted; other streams' blocks may lie between them
-    # A view holding one slot twice cannot be scored slot-wise: only "gather" handles it.
-    slot_key_count = torch.zeros(num_views * n_range, dtype=torch.int64, device=layout.device)
-    slot_key_count.index_add_(0, keys.view * n_range + keys.slot - slot_lo, torch.ones_like(keys.slot))
-    direct_ok = not bool((slot_key_count > 1).any())
-    if strategy == "direct" and not direct_ok:
+        if groups is not None:
+            subs = [(layout.select(views), None) for views in groups]
+            subs = [((sub, rows), _plan(sub)) for (sub, rows), _ in subs]
+            split_cost = SPLIT_WASTE * sum(min(sub_plan.costs.values()) for _, sub_plan in subs)
+            if strategy == "split" or split_cost < min(plan.costs.values()):
+                parts = [(rows, _prepare_planned(sub, sub_plan, "auto", inv_freq, window, dtype))
+                         for (sub, rows), sub_plan in subs]
+                return PreparedViewAttention(strategy="split", window=window, row_has_key=None, parts=parts)
+        strategy = "auto"
+    return _prepare_planned(layout, plan, strategy, inv_freq, window, dtype)
+
+
+def _prepare_planned(layout, plan: _Plan, strategy, inv_freq, window, dtype) -> PreparedViewAttention:
+    if strategy == "direct" and not plan.direct_ok:
         raise ValueError("strategy='direct' needs each slot at most once per view")
     if strategy == "auto":
-        direct_cost = layout.num_rows * rotations.most * max(used_slots.numel(), 1)
-        gather_cost = DIRECT_COST_RATIO * num_views * keys_max
-        strategy = "direct" if direct_ok and direct_cost <= gather_cost else "gather"
+        strategy = min(plan.costs, key=plan.costs.get)
     if strategy == "direct":
-        return _prepare_direct(layout, inv_freq, keys, window, dtype, slot_lo, slot_hi, used_slots, rotations)
-    return _prepare_gather(layout, inv_freq, keys, window, dtype, keys_max)
+        return _prepare_direct(layout, inv_freq, plan.keys, window, dtype, plan.slot_lo, plan.slot_hi,
+                               plan.used_slots, plan.rotations)
+    if strategy == "shared":
+        return _prepare_shared(layout, inv_freq, plan.keys, window, dtype, plan.pairs, plan.key_pair)
+    return _prepare_gather(layout, inv_freq, plan.keys, window, dtype, plan.keys_max)
 
 
-def _prefill_and_decode_views(layout: ViewLayout, *, force: bool) -> list[list[int]] | None:
-    """[prefill views, decode views] when attending them apart saves enough padded work, else None."""
-    num_views = layout.num_views
-    if num_views < 2 or layout.num_rows == 0:
+def _prefill_and_decode_views(layout: ViewLayout) -> list[list[int]] | None:
+    """[prefill views, decode views] (more / at most PREFILL_ROWS rows), or None unless both kinds exist."""
+    if layout.num_views < 2 or layout.num_rows == 0:
         return None
-    rows = torch.bincount(layout.q_view, minlength=num_views)
-    keys = torch.zeros(num_views, dtype=torch.int64, device=layout.device).index_add_(
-        0, torch.repeat_interleave(torch.arange(num_views, device=layout.device), layout.view_chunk_ptr.diff()),
-        layout.chunk_len,
-    )
-    prefill = rows > PREFILL_ROWS
+    prefill = torch.bincount(layout.q_view, minlength=layout.num_views) > PREFILL_ROWS
     if bool(prefill.all()) or not bool(prefill.any()):
-        return None
-
-    def padded(mask: torch.Tensor) -> int:
-        return int(mask.sum()) * int(rows[mask].max()) * max(int(keys[mask].max()), 1)
-
-    whole = padded(torch.ones_like(prefill))
-    split = padded(prefill) + padded(~prefill)
-    if not force and whole <= SPLIT_WASTE * split:
         return None
     return [torch.nonzero(prefill).flatten().tolist(), torch.nonzero(~prefill).flatten().tolist()]
 
@@ -294,6 +331,41 @@ def _prepare_gather(layout, inv_freq, keys: _FlatKeys, window, dtype, keys_max) 
         q_sin=q_sin,
         row_slot=row_slot,
         mask=mask,
+    )
+
+
+def _prepare_shared(layout, inv_freq, keys: _FlatKeys, window, dtype, pairs, key_pair) -> PreparedViewAttention:
+    """The gather tables for one view holding every distinct (slot, offset), masked per row by its own view."""
+    dev = layout.device
+    num_keys = max(pairs.shape[1], 1)
+    key_slot = torch.zeros(num_keys, dtype=torch.int64, device=dev)
+    key_off = torch.zeros(num_keys, dtype=torch.int64, device=dev)
+    key_pos = torch.zeros(num_keys, dtype=torch.int64, device=dev)
+    member = torch.zeros(layout.num_views, num_keys, dtype=torch.bool, device=dev)
+    if pairs.shape[1]:
+        key_slot[:] = pairs[0]
+        key_off[:] = pairs[1]
+        key_pos[key_pair] = keys.pos  # one slot at one offset has one view position
+        member[keys.view, key_pair] = True
+    mask = member[layout.q_view] & _allowed(key_pos[None, :], layout.q_pos[:, None], window)  # [T, K]
+    has_key = mask.any(-1, keepdim=True)
+    mask |= ~has_key
+    key_cos, key_sin = cos_sin(key_off.view(1, 1, num_keys), inv_freq, dtype)
+    q_cos, q_sin = cos_sin(layout.q_offset.view(-1, 1, 1), inv_freq, dtype)
+    return PreparedViewAttention(
+        strategy="shared",
+        window=window,
+        row_has_key=has_key.to(dtype).view(-1, 1, 1),
+        num_views=1,
+        rows_max=max(layout.num_rows, 1),
+        keys_max=num_keys,
+        key_slot=key_slot.view(1, num_keys),
+        key_cos=key_cos,
+        key_sin=key_sin,
+        q_cos=q_cos,
+        q_sin=q_sin,
+        row_slot=torch.arange(layout.num_rows, device=dev),
+        mask=mask.view(1, layout.num_rows, num_keys),
     )
 
 
@@ -393,7 +465,7 @@ def _attend(q, k_cache, v_cache, prepared: PreparedViewAttention, scale: float) 
         return out
     if prepared.strategy == "direct":
         out = _attend_direct(q, k_cache, v_cache, prepared, scale)
-    else:
+    else:  # "gather" and "shared" (a gather over one view of all distinct keys)
         out = _attend_gather(q, k_cache, v_cache, prepared, scale)
     return out * prepared.row_has_key.to(q.dtype)
 

@@ -192,7 +192,7 @@ def _mixed_case(seed: int, params: dict) -> Case:
     raise AssertionError("no mixed case found")
 
 
-@pytest.mark.parametrize("strategy", ["gather", "direct", "split"])
+@pytest.mark.parametrize("strategy", ["gather", "direct", "shared", "split"])
 @pytest.mark.parametrize("seed", range(5))
 @pytest.mark.parametrize("params", CASES, ids=lambda p: "-".join(f"{k}{v}" for k, v in p.items()))
 def test_matches_fp64_oracle(params, seed, strategy):
@@ -257,19 +257,37 @@ def test_auto_strategy_matches_oracle_and_picks_by_sharing():
     assert prepare_view_attention(disjoint, inv_freq).strategy == "gather"
 
 
-def test_auto_splits_a_frame_prefill_from_decode_views():
-    """An engine step: a 26-row frame prefill over its own block beside 5 decode views of a 270-key context.
-    One padded grid would be 6 x 26 x 270; apart it is 26 x 26 plus 5 x 7 x 270."""
+def test_auto_shares_keys_across_decode_views_over_one_context():
+    """An engine step: a 26-row frame prefill over its own block beside 5 decode views (action stream and
+    command branches) holding one 270-key context of 9 blocks at the same offsets. One padded grid would be
+    6 x 26 x 270; each distinct key is gathered once instead, and every row's own view masks what it sees."""
     inv_freq = make_inv_freq("default", 64)
-    context = [(0, 200, 0, 0), (300, 70, 200, 0)]
-    views = [[(500, 26, 0, 0)]] + [context + [(600 + 16 * i, 1 + i, 270, 270)] for i in range(5)]
-    queries = [(0, p, 0) for p in range(26)] + [(1 + i, 270 + j, 270) for i in range(5) for j in range(min(1 + i, 7))]
+    context = [(0, 30, 0, 0)] + [(40 * b, 30, 30 * b, 30 * b) for b in range(1, 9)]  # blocks at local positions
+    views = [[(400, 26, 0, 0)]] + [context + [(600 + 16 * i, 1 + i, 270, 270)] for i in range(5)]
+    queries = [(0, p, 0) for p in range(26)] + [(1 + i, 270 + j, 270) for i in range(5) for j in range(1 + i)]
+    step = ViewLayout.build(views, queries)
+    prepared = prepare_view_attention(step, inv_freq)
+    assert prepared.strategy in ("shared", "split")
+    decodes = ViewLayout.build(views[1:], [(v - 1, p, o) for v, p, o in queries[26:]])
+    shared = prepare_view_attention(decodes, inv_freq)
+    assert shared.strategy == "shared" and shared.keys_max == 270 + 15  # context once, plus each own block
+    torch.manual_seed(0)
+    k, v = torch.randn(700, 2, 64), torch.randn(700, 2, 64)
+    q = torch.randn(step.num_rows, 4, 64)
+    by_view = view_attention_torch(q, k, v, step, inv_freq, 0.125, prepared=prepare_view_attention(step, inv_freq, strategy="gather"))
+    torch.testing.assert_close(view_attention_torch(q, k, v, step, inv_freq, 0.125, prepared=prepared), by_view)
+
+
+def test_auto_splits_a_prefill_from_decode_views_over_different_contexts():
+    """A 40-row prefill over its own block beside 3 one-row views, each over its own 500 keys: one shared
+    or padded grid would score every row against everything; apart, each part takes its cheapest strategy."""
+    inv_freq = make_inv_freq("default", 64)
+    views = [[(0, 40, 0, 0)]] + [[(100 + 600 * i, 500, 0, 0)] for i in range(3)]
+    queries = [(0, p, 0) for p in range(40)] + [(1 + i, 499, 0) for i in range(3)]
     step = ViewLayout.build(views, queries)
     prepared = prepare_view_attention(step, inv_freq)
     assert prepared.strategy == "split"
-    assert [rows.numel() for rows, _ in prepared.parts] == [26, step.num_rows - 26]
-    decodes_only = ViewLayout.build(views[1:], [(v - 1, p, o) for v, p, o in queries[26:]])
-    assert prepare_view_attention(decodes_only, inv_freq).strategy != "split"
+    assert [rows.tolist() for rows, _ in prepared.parts] == [list(range(40)), [40, 41, 42]]
 
 
 def test_slot_repeated_within_a_view_uses_gather():
@@ -332,7 +350,7 @@ def test_direct_scores_only_used_slots_and_rotates_once_per_block():
             torch.testing.assert_close(out[s, h].double(), ref, atol=1e-5, rtol=0)
 
 
-@pytest.mark.parametrize("strategy", ["gather", "direct"])
+@pytest.mark.parametrize("strategy", ["gather", "direct", "shared"])
 def test_rows_without_keys_give_zeros_not_nan(strategy):
     torch.manual_seed(0)
     d = 64
@@ -368,7 +386,7 @@ def test_large_positions_stay_accurate():
     torch.testing.assert_close(out[0, 0].double(), ref, atol=1e-5, rtol=0)
 
 
-@pytest.mark.parametrize("strategy", ["gather", "direct"])
+@pytest.mark.parametrize("strategy", ["gather", "direct", "shared"])
 def test_bfloat16_runs_close(strategy):
     case = make_case(3, hq=9, hkv=3, dtype=torch.bfloat16)
     prepared = prepare_view_attention(case.layout, case.inv_freq, dtype=torch.bfloat16, strategy=strategy)
