@@ -56,8 +56,11 @@ class TypedCommands:
 
 def run_live(env: DoomEnv, runtime, *, seconds: float | None = None, voice=None, typed: TypedCommands | None = None,
              generation: SessionGeneration | None = None, bus: EventBus | None = None, progress=None,
-             record_path=None) -> dict:
-    """record_path: the first episode's .lmp (later episodes of a timed session are not recorded)."""
+             record_path=None, recordings=None) -> dict:
+    """record_path: the first episode's .lmp. recordings (a LiveRecordings) instead records every episode of a
+    timed session in its own directory: its bus and .lmp path replace bus and record_path."""
+    if recordings is not None:
+        bus, record_path = recordings.bus, recordings.lmp_path
     config = runtime.config
     generation = generation or (voice.session if voice is not None else SessionGeneration())
     world = RealTimeWorld(env)
@@ -80,7 +83,14 @@ def run_live(env: DoomEnv, runtime, *, seconds: float | None = None, voice=None,
             if world.finished:
                 if seconds is None:
                     break
-                env.new_episode()  # a timed session keeps playing: the next episode starts at once
+                # a timed session keeps playing: the next episode starts at once, in its own recording
+                if recordings is not None:
+                    recordings.start(episodes)
+                    bus = agent.bus = executor.bus = recordings.bus
+                    bus.clock = "realtime"
+                env.new_episode(recordings.lmp_path if recordings is not None else None)
+                if recordings is not None:
+                    recordings.previous_finished()
                 agent.new_episode()
                 episodes += 1
             world.release_if_due()

@@ -57,34 +57,38 @@ def run(args: argparse.Namespace) -> int:
         voice = VoiceIO(generation, mode=args.barge_in or vc.barge_in,
                         input_device=_device(args.input_device) if args.input_device else vc.input_device,
                         output_device=_device(args.output_device) if args.output_device else vc.output_device)
-    recording = None
+    recordings = None
     if not args.no_record:
-        from agent_runtime.recording.episode_recorder import EpisodeRecording, episode_manifest
+        from agent_runtime.recording.episode_recorder import episode_manifest
+        from agent_runtime.recording.live_recordings import LiveRecordings
 
-        manifest = episode_manifest(config, policy="live", env_seed=config.seed, agent_seed=0, index=0,
-                                    model_spec=args.model or config.model.path, model_id=loaded.model_id,
-                                    weight_hash=loaded.weight_hash, threads=threads)
-        manifest.clock = "realtime"
-        recording = EpisodeRecording.create(args.out or config.recordings_dir, manifest,
-                                            scenario=config.scenario, index=0)
-        print(f"recording: {recording.dir}", file=sys.stderr, flush=True)
-    bus = recording.bus if recording is not None else None
-    if voice is not None:
-        voice.attach(bus, recording.writer if recording else None)
+        def manifest_for(index: int):
+            manifest = episode_manifest(config, policy="live", env_seed=config.seed + index, agent_seed=0, index=index,
+                                        model_spec=args.model or config.model.path, model_id=loaded.model_id,
+                                        weight_hash=loaded.weight_hash, threads=threads)
+            manifest.clock = "realtime"
+            return manifest
+
+        recordings = LiveRecordings(args.out or config.recordings_dir, manifest_for, scenario=config.scenario,
+                                    voice=voice, announce=lambda d: print(f"recording: {d}", file=sys.stderr, flush=True))
+    elif voice is not None:
+        voice.attach(None, None)
     try:
-        result = _play(args, config, window, generation, loaded, threads, voice, bus,
-                       recording.lmp_path if recording else None)
+        result = _play(args, config, window, generation, loaded, threads, voice, recordings)
     finally:
-        if recording is not None:
-            recording.close()  # after the env closed inside _play: the .lmp is complete
+        if recordings is not None:
+            recordings.close()  # after the env closed inside _play: the last .lmp is complete
+    if recordings is not None:
+        result["recordings"] = [str(d) for d in recordings.dirs]
     if args.json:
         print(json.dumps(result))
     else:
-        print(", ".join(f"{k} {v:.0f}" if isinstance(v, float) else f"{k} {v}" for k, v in result.items()))
+        print(", ".join(f"{k} {v:.0f}" if isinstance(v, float) else f"{k} {v}" for k, v in result.items()
+                        if k != "recordings"))
     return 0
 
 
-def _play(args, config, window, generation, loaded, threads, voice, bus, lmp_path) -> dict:
+def _play(args, config, window, generation, loaded, threads, voice, recordings) -> dict:
     from agent_runtime.action_grammar import expressible
     from agent_runtime.live_session import TypedCommands, run_live
     from agent_runtime.llm_episode import LLMRuntime
@@ -104,4 +108,4 @@ def _play(args, config, window, generation, loaded, threads, voice, bus, lmp_pat
             print(f"  .. tic {tic}, kills {kills}, actions {executed}", file=sys.stderr, flush=True)
 
         return run_live(env, runtime, seconds=args.seconds, voice=voice, typed=typed, generation=generation,
-                        progress=progress, bus=bus, record_path=lmp_path)
+                        progress=progress, recordings=recordings)

@@ -1,0 +1,59 @@
+"""A live session's recordings: one directory per episode, as `episode` writes them, so a timed session that
+plays several episodes leaves every one of them replayable.
+
+The engine finishes an episode's .lmp when the next episode starts (or the env closes), so a new episode
+goes: start() the next recording (events and voice move to it), env.new_episode(its .lmp path), then
+previous_finished() closes the last one, which stores its finished .lmp's hash.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from agent_runtime.events import EventBus
+from agent_runtime.recording.episode_recorder import EpisodeRecording
+from agent_runtime.recording.manifest import Manifest
+
+
+class LiveRecordings:
+    """The open recording of the current episode of a live session, and the ones already written."""
+
+    def __init__(self, root: str | Path, manifest_for: Callable[[int], Manifest], *, scenario: str, voice=None,
+                 announce: Callable[[Path], None] | None = None):
+        self.root, self.manifest_for, self.scenario = root, manifest_for, scenario
+        self.voice, self.announce = voice, announce
+        self.dirs: list[Path] = []
+        self.current: EpisodeRecording | None = None
+        self._previous: EpisodeRecording | None = None
+        self.start(0)
+
+    @property
+    def bus(self) -> EventBus:
+        return self.current.bus
+
+    @property
+    def lmp_path(self) -> Path:
+        return self.current.lmp_path
+
+    def start(self, index: int) -> None:
+        """Open episode `index`'s recording; events and voice audio go to it from now on."""
+        recording = EpisodeRecording.create(self.root, self.manifest_for(index), scenario=self.scenario, index=index)
+        if self.voice is not None:
+            self.voice.attach(recording.bus, recording.writer)
+        self._previous, self.current = self.current, recording
+        self.dirs.append(recording.dir)
+        if self.announce is not None:
+            self.announce(recording.dir)
+
+    def previous_finished(self) -> None:
+        """The env has started the new episode, so the previous .lmp is complete: close its recording."""
+        if self._previous is not None:
+            self._previous.close()
+            self._previous = None
+
+    def close(self) -> None:
+        """After the env closed (that completes the current .lmp)."""
+        self.previous_finished()
+        if self.current is not None:
+            self.current.close()
