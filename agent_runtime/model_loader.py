@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from agent_runtime.errors import UserError
@@ -189,6 +190,19 @@ def check_supported(config) -> None:
         raise UserError(f"model '{mtype}' uses sliding-window layers, which the view attention runner does not honor yet")
 
 
+def _portable_init(model: torch.nn.Module, seed: int, *, std: float) -> None:
+    """Random weights from numpy's generator, the same on every CPU (torch's normal_ draws differently with
+    and without SIMD): matrices ~ N(0, std), norm scales 1, biases 0, like transformers' own init."""
+    rng = np.random.default_rng(seed)
+    with torch.no_grad():
+        for name, param in model.named_parameters():  # tied weights appear once
+            if param.dim() >= 2:
+                values = torch.from_numpy(rng.normal(0.0, std, size=tuple(param.shape)).astype(np.float32))
+            else:
+                values = torch.ones(param.shape) if "norm" in name else torch.zeros(param.shape)
+            param.copy_(values.to(param.dtype))
+
+
 def load_model(spec: str | None = None, *, dtype: str = "bfloat16", seed: int = 0, tokenizer: bool = True) -> LoadedModel:
     """spec: None (embedded default), a directory with config.json + safetensors, a .gguf file, or tiny:<arch>.
 
@@ -202,8 +216,8 @@ def load_model(spec: str | None = None, *, dtype: str = "bfloat16", seed: int = 
     torch_dtype = DTYPES[dtype]
     if spec is not None and spec.startswith(TINY_PREFIX):
         config = tiny_config(spec[len(TINY_PREFIX) :])
-        torch.manual_seed(seed)
         model = AutoModelForCausalLM.from_config(config, dtype=torch_dtype)
+        _portable_init(model, seed, std=config.initializer_range)
         model_id = spec
         tokenizer = load_tokenizer() if tokenizer else None
     else:

@@ -57,3 +57,18 @@ def test_threads_default_to_free_cores_and_a_reserve_never_goes_below_one():
         assert set_threads(2) == 2 and torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
+
+
+def test_tiny_weights_are_the_same_with_and_without_simd():
+    """Tiny random weights come from numpy's generator: a CPU without AVX (ATEN_CPU_CAPABILITY=default here)
+    gets the same weight hash, so a recording made on a tiny model can be rerun anywhere."""
+    import subprocess
+    import sys
+
+    here = load_model("tiny:llama", tokenizer=False, seed=3).weight_hash
+    assert load_model("tiny:llama", tokenizer=False, seed=4).weight_hash != here
+    code = "from agent_runtime.model_loader import load_model; print(load_model('tiny:llama', tokenizer=False, seed=3).weight_hash)"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "ATEN_CPU_CAPABILITY": "default"}, cwd=os.path.dirname(os.path.dirname(__file__)))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == here
