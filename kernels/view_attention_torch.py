@@ -1,17 +1,16 @@
 """View attention in plain torch: the CPU production path and the reference for Triton.
 
-Two batched strategies, each a constant handful of torch ops per layer whatever the number of
-views or chunks; ``prepare_view_attention`` picks one from a cost estimate:
+Batched strategies, each a constant handful of torch ops per layer whatever the number of views
+or chunks; ``prepare_view_attention`` picks one per engine step from a cost estimate:
 
 - "gather": keys of view v are gathered into row v of a padded [V, Hkv, S_max, D] tensor,
   re-rotated by their chunk offset, and one scaled_dot_product_attention with a boolean mask
-  does every view at once. Cost grows with V * S_max: best when views share few slots.
+  does every view at once. Cost grows with V * S_max * R_max: best when views share few slots.
 - "direct": no per-view gather. Each row's query is rotated once per distinct chunk offset of
   its view (a block split over several cache pages is one rotation: [T, Rmax] rotations), scored
   against every slot some view uses, and each slot keeps the score of the rotation that holds it
   in the row's view. Cost grows with T * Rmax * N: best when views share most slots (Hogwild!:
   every view sees every block, in its own order).
-
 - "shared": every distinct (slot, chunk offset) of all views is gathered and rotated once, and all
   rows attend in one SDPA with a mask of what each row's view holds. Cost grows with K_unique * T:
   best when several decode views hold the same blocks at the same offsets (an action stream and its
@@ -35,9 +34,8 @@ import torch.nn.functional as F
 from .rope import cos_sin
 from .view_layout import ViewLayout
 
-# "direct" is chosen when T * Cmax * N_range <= DIRECT_COST_RATIO * V * S_max (measured on CPU,
-# Hq/Hkv = 3, D = 64: one direct (row, chunk, slot) score costs about 1/16 of one gathered,
-# rotated and attended key).
+# Cost estimates count (row, key) scores; gathering and rotating one key costs about this many of them
+# (measured on CPU, Hq/Hkv = 3, D = 64).
 DIRECT_COST_RATIO = 16.0
 # Views with more query rows than this are prefills; "auto" attends them apart from the rest when the
 # parts' estimated costs, times SPLIT_WASTE (the extra ops of two passes), beat the whole layout's best.
@@ -123,7 +121,6 @@ class _FlatKeys:
     pos: torch.Tensor  # [K] view position
     offset: torch.Tensor  # [K] chunk offset
     view_len: torch.Tensor  # [V] keys per view
-    view_chunks: torch.Tensor  # [V] chunks per view
 
 
 def _flatten_keys(layout: ViewLayout) -> _FlatKeys:
@@ -147,7 +144,6 @@ def _flatten_keys(layout: ViewLayout) -> _FlatKeys:
         pos=layout.chunk_pos[key_chunk] + within_chunk,
         offset=layout.chunk_offset[key_chunk],
         view_len=view_len,
-        view_chunks=view_chunks,
     )
 
 
