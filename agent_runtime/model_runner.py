@@ -23,7 +23,7 @@ from kernels.view_attention_torch import prepare_view_attention
 from kernels.view_layout import ViewLayout
 
 ATTENTION_NAME = "doom_view"
-FP32_ATTENTION_MAX_ROWS = 8
+FP32_ATTENTION_MAX_ROWS = 8  # steps of at most this many rows (decodes) attend in fp32, on one thread
 
 
 @dataclass
@@ -47,6 +47,7 @@ class StepContext:
     prepared: object = None
     window: int | None = None
     compute_dtype: torch.dtype = torch.float32
+    single_thread: bool = False  # attention ops too small to split across threads
 
 
 @dataclass
@@ -67,17 +68,24 @@ def _view_attention_forward(module, query, key, value, attention_mask, scaling=N
     k_cache.index_copy_(0, ctx.write_slots, k_new.to(k_cache.dtype))
     v_cache.index_copy_(0, ctx.write_slots, v_new.to(v_cache.dtype))
     q = query[0].transpose(0, 1).to(ctx.compute_dtype)
-    out = view_attention(
-        q,
-        k_cache,
-        v_cache,
-        ctx.layout,
-        ctx.inv_freq,
-        scaling if scaling is not None else q.shape[-1] ** -0.5,
-        window=ctx.window,
-        prepared=ctx.prepared,
-        backend=ctx.backend,
-    )
+    threads = torch.get_num_threads()
+    if ctx.single_thread:
+        torch.set_num_threads(1)
+    try:
+        out = view_attention(
+            q,
+            k_cache,
+            v_cache,
+            ctx.layout,
+            ctx.inv_freq,
+            scaling if scaling is not None else q.shape[-1] ** -0.5,
+            window=ctx.window,
+            prepared=ctx.prepared,
+            backend=ctx.backend,
+        )
+    finally:
+        if ctx.single_thread:
+            torch.set_num_threads(threads)
     return out.to(query.dtype).unsqueeze(0), None
 
 
@@ -173,7 +181,10 @@ class ModelRunner:
         if self.backend == "torch":
             # few rows (decode): fp32 attention math beats bf16 elementwise ops on CPU; many rows (prefill):
             # the model dtype, so the gathered keys need no conversion
-            ctx.compute_dtype = torch.float32 if len(token_ids) <= FP32_ATTENTION_MAX_ROWS else self.model_dtype
+            # (its small ops on one thread: split over two they ran 1.7x slower in some processes, never faster)
+            decode = len(token_ids) <= FP32_ATTENTION_MAX_ROWS
+            ctx.compute_dtype = torch.float32 if decode else self.model_dtype
+            ctx.single_thread = decode and self.device.type == "cpu"
             ctx.prepared = prepare_view_attention(layout, self.inv_freq, dtype=ctx.compute_dtype)
         ids = torch.tensor([token_ids], device=self.device)
         pos = torch.tensor([positions], device=self.device)

@@ -180,3 +180,33 @@ class KVBench:
             progress(f"(d) Triton view attention {k['triton_us']:.0f} us ({k['triton_gb_per_s']:.0f} GB/s) vs SDPA on a "
                      f"contiguous copy {k['sdpa_contiguous_us']:.0f} us ({k['sdpa_gb_per_s']:.0f} GB/s)")
         return result
+
+
+def plot_streams(result: dict, path, title: str) -> None:
+    """Aggregate decode tokens/s against streams, beside perfect scaling and the linear-layer bound at 4."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    counts = sorted(int(k.rsplit("_", 1)[1]) for k in result if k.startswith("tokens_per_s_"))
+    rates = [result[f"tokens_per_s_{n}"] for n in counts]
+    fig, ax = plt.subplots(figsize=(6, 4), dpi=120)
+    ax.plot(counts, [rates[0] * n for n in counts], ls=":", color="grey", label="perfect scaling (n x 1 stream)")
+    ax.plot(counts, rates, marker="o", label="measured: n streams in one forward")
+    for n, r in zip(counts, rates):
+        ax.annotate(f"{r / rates[0]:.2f}x", (n, r), textcoords="offset points", xytext=(6, -12), fontsize=8)
+    if "streams4_bound" in result:
+        ax.scatter([4], [rates[0] * result["streams4_bound"]], marker="_", s=400, color="C3",
+                   label=f"bound at 4 from the linear layers alone ({result['streams4_bound']:.2f}x)")
+    ax.set_xlabel("decoding streams")
+    ax.set_ylabel("aggregate tokens/s")
+    ax.set_xticks(counts)
+    ax.set_xlim(0.5, counts[-1] + 1)
+    ax.set_title(title, fontsize=10)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+

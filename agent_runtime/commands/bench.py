@@ -18,6 +18,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     kv.add_argument("--threads", type=int, help="torch threads (default: the cores actually free)")
     kv.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     kv.add_argument("--repeats", type=int, default=15, help="timed repeats per measurement (default 15)")
+    kv.add_argument("--out", default="bench-out", help="directory for kv.json and kv_streams.png (default bench-out)")
 
     rx = sub.add_parser("reaction", help="reaction latency: multi-stream vs sequential vs no-think, same model and seeds")
     rx.add_argument("--scenario", default="defend_the_center", help="scenario name or .cfg (default defend_the_center)")
@@ -87,15 +88,19 @@ def _load(args, *, clock: str, threads: int | None = None, reserve: int = 0, dev
 
 
 def _run_kv(args) -> int:
-    from agent_runtime.benchmarks.kv_bench import KVBench
+    from agent_runtime.benchmarks.kv_bench import KVBench, plot_streams
 
     if args.repeats < 3:
         raise UserError(f"--repeats must be at least 3 (got {args.repeats})")
+    out = writable_dir(args.out, "--out")
     loaded, info = _load(args, clock="wall", threads=args.threads, device=args.device)
     loaded.model.to(args.device)
     backend = "triton" if args.device == "cuda" else "torch"
     result = KVBench(loaded, repeats=args.repeats, device=args.device, backend=backend).run()
     result["machine"] = info
+    plot_streams(result, out / "kv_streams.png", f"{loaded.model_id}, {info['threads']} thread(s), {args.device}")
+    result["plot"] = str(out / "kv_streams.png")
+    (out / "kv.json").write_text(json.dumps(result, indent=2))
     if args.json:
         print(json.dumps(result))
     else:
@@ -109,6 +114,7 @@ def _run_kv(args) -> int:
         print(f"(c) bound: the linear layers alone cost {result['linears4_vs_1']:.2f}x on 4 rows vs 1 "
               f"({result['linears_ms_4']:.1f} vs {result['linears_ms_1']:.1f} ms), so 4 streams gain at most "
               f"{result['streams4_bound']:.2f}x")
+        print(f"plot: {result['plot']}")
     return 0
 
 
