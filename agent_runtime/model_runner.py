@@ -8,6 +8,7 @@ block by its offset difference, blocks merged in one softmax). The transformers 
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 
 import torch
@@ -68,10 +69,7 @@ def _view_attention_forward(module, query, key, value, attention_mask, scaling=N
     k_cache.index_copy_(0, ctx.write_slots, k_new.to(k_cache.dtype))
     v_cache.index_copy_(0, ctx.write_slots, v_new.to(v_cache.dtype))
     q = query[0].transpose(0, 1).to(ctx.compute_dtype)
-    threads = torch.get_num_threads()
-    if ctx.single_thread:
-        torch.set_num_threads(1)
-    try:
+    with _one_thread(ctx.single_thread):
         out = view_attention(
             q,
             k_cache,
@@ -83,10 +81,20 @@ def _view_attention_forward(module, query, key, value, attention_mask, scaling=N
             prepared=ctx.prepared,
             backend=ctx.backend,
         )
-    finally:
-        if ctx.single_thread:
-            torch.set_num_threads(threads)
     return out.to(query.dtype).unsqueeze(0), None
+
+
+@contextlib.contextmanager
+def _one_thread(enabled: bool):
+    if not enabled:
+        yield
+        return
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 def _no_mask(*args, **kwargs):
@@ -126,7 +134,7 @@ class ModelRunner:
         self.inv_freq = rope_inv_freq(self.model).to(self.device)
         self.model_dtype = next(self.model.parameters()).dtype
         self.forwards = 0
-        # bf16 on CPU: multi-row steps read oneDNN-prepacked weights, 1-row steps the native gemv
+        # bf16 on CPU: steps of 1-2 rows take the native kernels, larger steps oneDNN-prepacked weights
         self.packed_linears = pack_linears(self.model) if packed_linears and self.device.type == "cpu" else 0
 
     @torch.inference_mode()
