@@ -278,13 +278,15 @@ def _prepare_planned(layout, plan: _Plan, strategy, inv_freq, window, dtype) -> 
 
 
 def _prefill_and_decode_views(layout: ViewLayout) -> list[list[int]] | None:
-    """[prefill views, decode views] (more / at most PREFILL_ROWS rows), or None unless both kinds exist."""
+    """[prefill views, decode views] (more / 1 to PREFILL_ROWS rows), or None unless both kinds exist.
+    Views without rows belong to neither: nothing attends through them."""
     if layout.num_views < 2 or layout.num_rows == 0:
         return None
-    prefill = torch.bincount(layout.q_view, minlength=layout.num_views) > PREFILL_ROWS
-    if bool(prefill.all()) or not bool(prefill.any()):
+    rows = torch.bincount(layout.q_view, minlength=layout.num_views)
+    prefill, decode = rows > PREFILL_ROWS, (rows > 0) & (rows <= PREFILL_ROWS)
+    if not bool(prefill.any()) or not bool(decode.any()):
         return None
-    return [torch.nonzero(prefill).flatten().tolist(), torch.nonzero(~prefill).flatten().tolist()]
+    return [torch.nonzero(prefill).flatten().tolist(), torch.nonzero(decode).flatten().tolist()]
 
 
 def _prepare_gather(layout, inv_freq, keys: _FlatKeys, window, dtype, keys_max) -> PreparedViewAttention:

@@ -290,6 +290,25 @@ def test_auto_splits_a_prefill_from_decode_views_over_different_contexts():
     assert [rows.tolist() for rows, _ in prepared.parts] == [list(range(40)), [40, 41, 42]]
 
 
+def test_split_leaves_out_views_without_rows():
+    """A prefill view, a decode view and a view nobody queries: the split covers exactly the queried rows."""
+    inv_freq = make_inv_freq("default", 64)
+    views = [[(0, 12, 0, 0)], [(0, 12, 0, 0), (20, 3, 12, 12)], [(40, 5, 0, 0)]]
+    layout = ViewLayout.build(views, [(0, p, 0) for p in range(12)] + [(1, 14, 12)])
+    prepared = prepare_view_attention(layout, inv_freq, strategy="split")
+    assert [rows.tolist() for rows, _ in prepared.parts] == [list(range(12)), [12]]
+    torch.manual_seed(0)
+    k, v, q = torch.randn(50, 2, 64), torch.randn(50, 2, 64), torch.randn(13, 4, 64)
+    expected = view_attention_torch(q, k, v, layout, inv_freq, 0.125,
+                                    prepared=prepare_view_attention(layout, inv_freq, strategy="gather"))
+    torch.testing.assert_close(view_attention_torch(q, k, v, layout, inv_freq, 0.125, prepared=prepared), expected)
+    # only a prefill view has rows: nothing to split
+    alone = ViewLayout.build(views, [(0, p, 0) for p in range(12)])
+    with pytest.raises(ValueError, match="split"):
+        prepare_view_attention(alone, inv_freq, strategy="split")
+    assert prepare_view_attention(alone, inv_freq).strategy != "split"
+
+
 def test_slot_repeated_within_a_view_uses_gather():
     """A view may list one slot twice (same keys at two positions); only 'gather' can do that."""
     torch.manual_seed(2)
