@@ -37,8 +37,8 @@ class PackedLinear(nn.Linear):
         return linear
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.numel() <= NATIVE_MAX_ROWS * x.shape[-1] or x.dtype != self.packed.dtype:
-            return F.linear(x, self.weight, self.bias)  # native kernels when oneDNN is off
+        if x.numel() <= NATIVE_MAX_ROWS * x.shape[-1] or x.dtype != self.packed.dtype or x.device.type != "cpu":
+            return F.linear(x, self.weight, self.bias)  # native kernels when oneDNN is off; a model moved off the CPU
         return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
 
 
