@@ -27,11 +27,14 @@ class Action:
 @dataclass
 class ExecutorStats:
     executed: int = 0
-    fenced: int = 0
     fenced_generation: int = 0
     fenced_age: int = 0
     reaction_ms: list[float] = field(default_factory=list)
     first_executed_ms: float | None = None
+
+    @property
+    def fenced(self) -> int:
+        return self.fenced_generation + self.fenced_age
 
     def summary(self) -> dict:
         """The per-episode result keys every agent reports."""
@@ -67,14 +70,11 @@ class ActionExecutor:
         reason = None
         if not self.generation.is_current(action.generation):
             reason = "generation"
+            self.stats.fenced_generation += 1
         elif age > self.max_action_age_ms:
             reason = "frame_age"
+            self.stats.fenced_age += 1
         if reason is not None:
-            self.stats.fenced += 1
-            if reason == "generation":
-                self.stats.fenced_generation += 1
-            else:
-                self.stats.fenced_age += 1
             self._emit("action_fenced", action, now_ms, reason=reason, frame_age_ms=age)
             return False
         self.world.hold(action.command.buttons, action.command.tics)

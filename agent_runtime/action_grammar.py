@@ -87,12 +87,22 @@ class ActionGrammar:
 
 def sequence_logprob(first_logits, branch_logits, tokens: list[int]) -> float:
     """log p(tokens | prompt): first token from the prompt's last logits, the rest from the branch rows."""
+    rows = _log_softmax(branch_logits) if len(tokens) > 1 else None
+    return _summed_logprob(_log_softmax(first_logits), rows, tokens)
+
+
+def _log_softmax(logits):
     import torch
 
-    total = float(torch.log_softmax(first_logits.float(), -1)[tokens[0]])
+    return torch.log_softmax(logits.float().reshape(-1, logits.shape[-1]), -1)
+
+
+def _summed_logprob(first_logprobs, row_logprobs, tokens: list[int]) -> float:
+    import torch
+
+    total = float(first_logprobs[0, tokens[0]])
     if len(tokens) > 1:
-        rows = torch.log_softmax(branch_logits.float().reshape(len(tokens) - 1, -1), -1)
-        total += float(rows[torch.arange(len(tokens) - 1), torch.tensor(tokens[1:])].sum())
+        total += float(row_logprobs[torch.arange(len(tokens) - 1), torch.tensor(tokens[1:])].sum())
     return total
 
 
@@ -129,10 +139,12 @@ class CommandScorer:
 
     def best(self, prompt_logits, branch_logits: list) -> tuple[Command, list[int]]:
         """The most likely command given the prompt's last logits and each branch's rows."""
+        first = _log_softmax(prompt_logits)  # once per decision, not once per candidate
+        rows = [_log_softmax(b) for b in branch_logits]
         scores = []
         for _, tokens in self.candidates:
-            rows = branch_logits[self.branch_index[tuple(tokens[:-1])]] if len(tokens) > 1 else None
-            scores.append(sequence_logprob(prompt_logits, rows, tokens))
+            branch = rows[self.branch_index[tuple(tokens[:-1])]] if len(tokens) > 1 else None
+            scores.append(_summed_logprob(first, branch, tokens))
         best = max(range(len(scores)), key=scores.__getitem__)
         command, tokens = self.candidates[best]
         return command, list(tokens)
@@ -143,7 +155,6 @@ class CommandDecoder:
 
     def __init__(self, grammar: ActionGrammar):
         self.node = grammar.root
-        self.tokens: list[int] = []
 
     @property
     def allowed(self) -> list[int]:
@@ -162,7 +173,6 @@ class CommandDecoder:
             scores = logits[allowed]
             best = allowed[int(scores.argmax())]
         self.node = self.node.children[best]
-        self.tokens.append(best)
         return [best] + self.forced_prefix()
 
     def forced_prefix(self) -> list[int]:
@@ -172,5 +182,4 @@ class CommandDecoder:
             (forced,) = self.node.children
             appended.append(forced)
             self.node = self.node.children[forced]
-        self.tokens.extend(appended)
         return appended

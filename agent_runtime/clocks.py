@@ -51,7 +51,3 @@ class SessionClock:
     @property
     def tics_released(self) -> int:
         return self._tics_released
-
-    def reset(self) -> None:
-        self.now_ms = 0.0
-        self._tics_released = 0

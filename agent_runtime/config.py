@@ -8,7 +8,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from agent_runtime.errors import UserError
+from agent_runtime.errors import UserError, first_line
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 RESOLUTIONS = ("160x120", "200x150", "256x192", "320x240", "400x300", "640x480")
@@ -104,7 +104,7 @@ def load_config(path: str | Path | None = None, **overrides) -> RunConfig:
     try:
         data = yaml.safe_load(source.read_text()) or {}
     except yaml.YAMLError as e:
-        raise UserError(f"{source}: not valid YAML: {str(e).splitlines()[0]}") from None
+        raise UserError(f"{source}: not valid YAML: {first_line(e)}") from None
     if not isinstance(data, dict):
         raise UserError(f"{source}: expected a mapping of keys at the top level")
     data.update({k: v for k, v in overrides.items() if v is not None})

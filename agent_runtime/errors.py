@@ -7,3 +7,9 @@ class UserError(Exception):
 
 class CapacityError(UserError):
     """A fixed-size resource (the KV block store) is exhausted."""
+
+
+def first_line(e: BaseException) -> str:
+    """An exception's message cut to its first line (its type's name when it has none), for one-line errors."""
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__

@@ -146,17 +146,5 @@ class KVBlockStore:
 
     # -- accounting ------------------------------------------------------------------------------
     @property
-    def free_tokens(self) -> int:
-        return len(self._free_pages) * self.page_size
-
-    @property
     def used_pages(self) -> int:
         return self.num_pages - len(self._free_pages)
-
-    def stats(self) -> dict:
-        return {
-            "blocks": len(self.blocks),
-            "used_pages": self.used_pages,
-            "free_pages": len(self._free_pages),
-            "capacity_tokens": self.capacity_tokens,
-        }

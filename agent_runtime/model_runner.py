@@ -46,7 +46,6 @@ class StepContext:
     inv_freq: torch.Tensor
     backend: str
     prepared: object = None
-    window: int | None = None
     compute_dtype: torch.dtype = torch.float32
     single_thread: bool = False  # attention ops too small to split across threads
 
@@ -77,7 +76,6 @@ def _view_attention_forward(module, query, key, value, attention_mask, scaling=N
             ctx.layout,
             ctx.inv_freq,
             scaling if scaling is not None else q.shape[-1] ** -0.5,
-            window=ctx.window,
             prepared=ctx.prepared,
             backend=ctx.backend,
         )
@@ -125,7 +123,6 @@ class ModelRunner:
     def __init__(self, loaded: LoadedModel, store: KVBlockStore, *, backend: str = "torch", device: str = "cpu",
                  packed_linears: bool = True):
         check_supported(loaded.model.config)
-        self.loaded = loaded
         self.model = loaded.model
         self.model.set_attn_implementation(ATTENTION_NAME)
         self.store = store

@@ -21,10 +21,9 @@ class RealTimeWorld:
         self.env = env
         self.t0 = time.monotonic()
         self._release_at: float | None = None
-        self.reward = 0.0
 
     def now_ms(self) -> float:
-        return (time.monotonic() - self.t0) * 1000.0
+        return self.ms(time.monotonic())
 
     def ms(self, monotonic_t: float) -> float:
         return (monotonic_t - self.t0) * 1000.0
@@ -52,5 +51,4 @@ class RealTimeWorld:
         frame = self.env.read_frame()
         if frame is None:
             return None
-        self.reward += self.env.advance(0)
         return TimedFrame(frame, self.ms(frame.t_read))

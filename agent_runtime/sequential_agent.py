@@ -41,6 +41,7 @@ class SequentialAgent:
         v = View(self.store, own=self.system)
         self.runner.prefill(v, self._enc(system_prompt(scenario, runtime.grammar.buttons)))
         v.close()
+        self.action_prompt, self.thought_prompt = self._enc(ACTION_PROMPT), self._enc(THOUGHT_PROMPT)
         self.history: list = []
         self.thinker_tokens = 0
         self.forwards = 0
@@ -53,9 +54,9 @@ class SequentialAgent:
         view = View(self.store, [self.system] + self.history, name="sequential")
         view.start_own("cycle")
         frame_text = FRAME_PREFIX + encode_observation(timed.frame)
-        prompt = self._enc(ACTION_PROMPT)
+        prompt = self.action_prompt
         if self.think_tokens:
-            tokens = self._enc(frame_text) + self._enc(THOUGHT_PROMPT)
+            tokens = self._enc(frame_text) + self.thought_prompt
             logits = self._forward([StreamInput(view, tokens)], charge, prefill=len(tokens))[0]
             for i in range(self.think_tokens):
                 probs = torch.softmax(logits / self.temperature, -1)

@@ -26,10 +26,6 @@ class View:
         self.store.retain(block)
         self.blocks.append(block)
 
-    def insert(self, index: int, block: Block) -> None:
-        self.store.retain(block)
-        self.blocks.insert(index, block)
-
     def drop(self, block: Block) -> None:
         """Stop reading a block; it is freed once no view or owner holds it."""
         self.blocks.remove(block)
@@ -37,18 +33,19 @@ class View:
 
     def set_own(self, block: Block) -> None:
         """The block this view's stream writes to; it comes last in the view."""
-        if self.own is not None:
-            self.store.release(self.own)
-        self.store.retain(block)
-        self.own = block
+        self.store.retain(block)  # before releasing the old one: set_own(view.own) must not free it
+        self._replace_own(block)
 
     def start_own(self, label: str = "") -> Block:
         """Begin a fresh own block (the view is its only holder); the previous own block is released."""
         block = self.store.create(label)
+        self._replace_own(block)
+        return block
+
+    def _replace_own(self, block: Block) -> None:
         if self.own is not None:
             self.store.release(self.own)
         self.own = block
-        return block
 
     def detach_own(self) -> Block:
         """Hand the own block, and this view's hold on it, to the caller (e.g. a finished paragraph)."""

@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
-from .rope import cos_sin
-from .view_layout import ViewLayout
+from .rope import cos_sin, rotate_half_tables
+from .view_layout import ViewLayout, check_attention_args, check_window
 
 # Cost estimates count (row, key) scores; gathering and rotating one key costs about this many of them
 # (measured on CPU, Hq/Hkv = 3, D = 64).
@@ -209,12 +209,9 @@ def _plan(layout: ViewLayout) -> _Plan:
     num_views = layout.num_views
     keys_max = max(int(keys.view_len.max()) if num_views else 0, 1)
     rotations = _rotations(layout)
-    if keys.slot.numel():
-        slot_lo, slot_hi = int(keys.slot.min()), int(keys.slot.max()) + 1
-    else:
-        slot_lo, slot_hi = 0, 1
+    used_slots = torch.unique(keys.slot)  # sorted
+    slot_lo, slot_hi = (int(used_slots[0]), int(used_slots[-1]) + 1) if used_slots.numel() else (0, 1)
     n_range = slot_hi - slot_lo
-    used_slots = torch.unique(keys.slot)
     slot_key_count = torch.zeros(num_views * n_range, dtype=torch.int64, device=layout.device)
     slot_key_count.index_add_(0, keys.view * n_range + keys.slot - slot_lo, torch.ones_like(keys.slot))
     direct_ok = not bool((slot_key_count > 1).any())
@@ -242,25 +239,21 @@ def prepare_view_attention(
 
     ``strategy`` is "auto" (cost estimate), "gather", "direct", "shared" or "split" (see the module docstring).
     """
-    if window is not None and window <= 0:
-        raise ValueError(f"window must be positive or None, got {window}")
+    check_window(window)
     if strategy not in ("auto", "gather", "direct", "shared", "split"):
         raise ValueError(f"strategy must be 'auto', 'gather', 'direct', 'shared' or 'split', got {strategy!r}")
     inv_freq = inv_freq.to(layout.device)
-    plan = _plan(layout)
-    if strategy in ("auto", "split"):
-        groups = _prefill_and_decode_views(layout)
-        if groups is None and strategy == "split":
-            raise ValueError("strategy='split' needs views with more and views with fewer than PREFILL_ROWS rows")
-        if groups is not None:
-            subs = [(layout.select(views), None) for views in groups]
-            subs = [((sub, rows), _plan(sub)) for (sub, rows), _ in subs]
-            split_cost = SPLIT_WASTE * sum(min(sub_plan.costs.values()) for _, sub_plan in subs)
-            if strategy == "split" or split_cost < min(plan.costs.values()):
-                parts = [(rows, _prepare_planned(sub, sub_plan, "auto", inv_freq, window, dtype))
-                         for (sub, rows), sub_plan in subs]
-                return PreparedViewAttention(strategy="split", window=window, row_has_key=None, parts=parts)
-        strategy = "auto"
+    groups = _prefill_and_decode_views(layout) if strategy in ("auto", "split") else None
+    if groups is None and strategy == "split":
+        raise ValueError("strategy='split' needs views with more and views with fewer than PREFILL_ROWS rows")
+    subs = []
+    for views in groups or ():
+        sub, rows = layout.select(views)
+        subs.append((sub, rows, _plan(sub)))
+    plan = None if strategy == "split" else _plan(layout)  # forced split: the whole layout is never attended
+    if subs and (plan is None or SPLIT_WASTE * sum(min(p.costs.values()) for *_, p in subs) < min(plan.costs.values())):
+        parts = [(rows, _prepare_planned(sub, sub_plan, "auto", inv_freq, window, dtype)) for sub, rows, sub_plan in subs]
+        return PreparedViewAttention(strategy="split", window=window, row_has_key=None, parts=parts)
     return _prepare_planned(layout, plan, strategy, inv_freq, window, dtype)
 
 
@@ -421,13 +414,6 @@ def _rotate_into(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch
     return out
 
 
-def _rotate_broadcast(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """HF rotation where the tables broadcast x to a larger shape (small tensors)."""
-    half = x.shape[-1] // 2
-    x1, x2 = x[..., :half], x[..., half:]
-    return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
-
-
 def view_attention_torch(
     q: torch.Tensor,
     k_cache: torch.Tensor,
@@ -440,14 +426,7 @@ def view_attention_torch(
     prepared: PreparedViewAttention | None = None,
 ) -> torch.Tensor:
     """Attention of q [T, Hq, D] over the chunks of each row's view; returns [T, Hq, D] in q's dtype."""
-    t, hq, d = q.shape
-    n, hkv, dk = k_cache.shape
-    if dk != d or v_cache.shape != k_cache.shape:
-        raise ValueError(f"shape mismatch: q {tuple(q.shape)}, k_cache {tuple(k_cache.shape)}, v_cache {tuple(v_cache.shape)}")
-    if hq % hkv:
-        raise ValueError(f"query heads ({hq}) must be a multiple of kv heads ({hkv})")
-    if t != layout.num_rows:
-        raise ValueError(f"q has {t} rows, layout has {layout.num_rows}")
+    check_attention_args(q, k_cache, v_cache, layout)
     if prepared is None:
         prepared = prepare_view_attention(layout, inv_freq, window=window, dtype=q.dtype)
     elif prepared.window != window:
@@ -500,7 +479,7 @@ def _attend_direct(q, k_cache, v_cache, prepared: PreparedViewAttention, scale: 
         keys, values = k_cache.index_select(0, prepared.slot_index), v_cache.index_select(0, prepared.slot_index)
     n = keys.shape[0]
     # One rotated, pre-scaled query per (row, rotation of its view): [Hkv, T*G*Rmax, D].
-    qr = _rotate_broadcast((q * scale).view(t, hkv, g, 1, d), prepared.qr_cos.to(dt), prepared.qr_sin.to(dt))
+    qr = rotate_half_tables((q * scale).view(t, hkv, g, 1, d), prepared.qr_cos.to(dt), prepared.qr_sin.to(dt))
     qr = qr.permute(1, 0, 2, 3, 4).reshape(hkv, t * g * rm, d)
     scores = torch.matmul(qr, keys.to(dt).permute(1, 2, 0))  # [Hkv, T*G*Rmax, N]
     if rm > 1:

@@ -12,7 +12,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .view_layout import ViewLayout
+from .view_layout import ViewLayout, check_attention_args, check_window
 
 
 TWO_PI = tl.constexpr(6.283185307179586)
@@ -105,18 +105,10 @@ def view_attention_triton(
 ) -> torch.Tensor:
     """Attention of q [T, Hq, D] over the chunks of each row's view; ``prepared`` is ignored."""
     del prepared  # the kernel reads the layout directly
-    t, hq, d = q.shape
-    n, hkv, dk = k_cache.shape
-    if dk != d or v_cache.shape != k_cache.shape:
-        raise ValueError(f"shape mismatch: q {tuple(q.shape)}, k_cache {tuple(k_cache.shape)}, v_cache {tuple(v_cache.shape)}")
-    if hq % hkv:
-        raise ValueError(f"query heads ({hq}) must be a multiple of kv heads ({hkv})")
-    if t != layout.num_rows:
-        raise ValueError(f"q has {t} rows, layout has {layout.num_rows}")
+    t, hq, d, hkv = check_attention_args(q, k_cache, v_cache, layout)
     if d % 2 or (d // 2) & (d // 2 - 1):
         raise ValueError(f"head_dim must be twice a power of two (64, 128, 256), got {d}")
-    if window is not None and window <= 0:
-        raise ValueError(f"window must be positive or None, got {window}")
+    check_window(window)
     if k_cache.stride(-1) != 1 or v_cache.stride(-1) != 1:
         raise ValueError("k_cache and v_cache need a contiguous last dimension")
     q = q if q.stride(-1) == 1 else q.contiguous()

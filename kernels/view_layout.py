@@ -12,6 +12,24 @@ from dataclasses import dataclass, fields
 import torch
 
 
+def check_attention_args(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, layout: "ViewLayout"):
+    """ValueError unless q [T, Hq, D] fits the caches [N, Hkv, D] and the layout; returns (T, Hq, D, Hkv)."""
+    t, hq, d = q.shape
+    n, hkv, dk = k_cache.shape
+    if dk != d or v_cache.shape != k_cache.shape:
+        raise ValueError(f"shape mismatch: q {tuple(q.shape)}, k_cache {tuple(k_cache.shape)}, v_cache {tuple(v_cache.shape)}")
+    if hq % hkv:
+        raise ValueError(f"query heads ({hq}) must be a multiple of kv heads ({hkv})")
+    if t != layout.num_rows:
+        raise ValueError(f"q has {t} rows, layout has {layout.num_rows}")
+    return t, hq, d, hkv
+
+
+def check_window(window: int | None) -> None:
+    if window is not None and window <= 0:
+        raise ValueError(f"window must be positive or None, got {window}")
+
+
 @dataclass
 class ViewLayout:
     """CSR description of views (all int64 tensors on one device)."""

@@ -96,7 +96,6 @@ class RealTimeMicrophone:
         self._pending = np.zeros(0, np.float32)
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self.injected_at: float | None = None  # when the first block of the last injection was pushed
         self._thread = threading.Thread(target=self._run, name="bench-microphone", daemon=True)
 
     def start(self) -> None:
@@ -110,7 +109,6 @@ class RealTimeMicrophone:
         """Mix `samples` (16 kHz) into the stream from the next block on."""
         with self._lock:
             self._pending = np.concatenate([self._pending, np.asarray(samples, np.float32)])
-            self.injected_at = None
 
     @property
     def injecting(self) -> bool:
@@ -129,8 +127,6 @@ class RealTimeMicrophone:
             block = self._rng.normal(0.0, self.noise_rms, MIC_BLOCK).astype(np.float32)
             with self._lock:
                 if self._pending.size:
-                    if self.injected_at is None:
-                        self.injected_at = time.monotonic()
                     n = min(MIC_BLOCK, self._pending.size)
                     block[:n] += self._pending[:n]
                     self._pending = self._pending[n:]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from agent_runtime.commands import writable_dir
+from agent_runtime.commands import check_scenario, writable_dir
 from agent_runtime.errors import UserError
 
 
@@ -59,15 +59,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     it.add_argument("--seed", type=int, default=0, help="seed for phrase choice and injection moments")
     it.add_argument("--out", default="bench-out", help="directory for interrupt.json (default bench-out)")
     it.add_argument("--json", action="store_true", help="print the result as one JSON object on stdout")
-
-
-def _check_scenario(name: str) -> None:
-    from envs.scenarios import ScenarioError, resolve_scenario
-
-    try:
-        resolve_scenario(name)
-    except ScenarioError as e:
-        raise UserError(str(e)) from None
 
 
 def _load(args, *, clock: str, threads: int | None = None, reserve: int = 0, device: str = "cpu"):
@@ -129,7 +120,7 @@ def _run_reaction(args) -> int:
         raise UserError(f"--episodes must be at least 1 (got {args.episodes})")
     if args.think_tokens < 1:
         raise UserError(f"--think-tokens must be at least 1 (got {args.think_tokens})")
-    _check_scenario(args.scenario)
+    check_scenario(args.scenario)
     out = writable_dir(args.out, "--out")
     clock = "fixed_cost" if args.fixed_cost else "compute (world advanced by measured step time)"
     loaded, info = _load(args, clock=clock, threads=args.threads, device=args.device)
@@ -175,7 +166,7 @@ def _run_memory(args) -> int:
 
     if args.frames < 10:
         raise UserError(f"--frames must be at least 10 (got {args.frames})")
-    _check_scenario(args.scenario)
+    check_scenario(args.scenario)
     out = writable_dir(args.out, "--out")
     loaded, info = _load(args, clock="fixed_cost" if args.fixed_cost else "compute")
     config = load_config(scenario=args.scenario)
@@ -225,7 +216,7 @@ def _run_voice(args) -> int:
 
     if args.commands < 1:
         raise UserError(f"--commands must be at least 1 (got {args.commands})")
-    _check_scenario(args.scenario)
+    check_scenario(args.scenario)
     # reserve a core: the real-time game, microphone and recognizer need one
     loaded, info = _load(args, clock="realtime (ASYNC_PLAYER, device-free audio in real time)", reserve=1)
     config = load_config(scenario=args.scenario, clock="realtime")

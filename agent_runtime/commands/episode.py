@@ -13,9 +13,8 @@ import sys
 import time
 from pathlib import Path
 
-from agent_runtime.config import load_config
-from agent_runtime.commands import writable_dir
-from agent_runtime.errors import UserError
+from agent_runtime.commands import check_scenario, print_progress, require_expressible, writable_dir
+from agent_runtime.errors import UserError, first_line
 
 POLICIES = ("llm", "sequential", "no_think", "scripted", "random")
 MODEL_POLICIES = ("llm", "sequential", "no_think")
@@ -83,20 +82,18 @@ def _ms(value) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from agent_runtime.config import load_config
+
     _check_args(args)
     config = load_config(args.config, scenario=args.scenario, seed=args.seed, clock=args.clock)
 
     # Imported here so `agent-runtime --help` stays fast and other commands do not load the engine.
     from envs.doom_env import DoomEnv
-    from envs.scenarios import ScenarioError, resolve_scenario
 
     from agent_runtime.recording.episode_recorder import EpisodeRecording
     from agent_runtime.recording.user_script import parse_user_text_args
 
-    try:
-        resolve_scenario(config.scenario)
-    except ScenarioError as e:
-        raise UserError(str(e)) from None
+    check_scenario(config.scenario)
     user_texts = parse_user_text_args(args.user_text)
     out_dir = writable_dir(args.out, "--out") if args.out else None
     record_root = None
@@ -110,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
         except (ValueError, OSError) as e:
             raise UserError(f"cannot start scenario {config.scenario}: {e}") from None
         except Exception as e:  # the engine's own exceptions (a broken .cfg or WAD)
-            raise UserError(f"ViZDoom could not start scenario {config.scenario}: {str(e).strip().splitlines()[0]}") from None
+            raise UserError(f"ViZDoom could not start scenario {config.scenario}: {first_line(e)}") from None
 
     env = open_env(config.seed)
     try:
@@ -185,7 +182,6 @@ class _ModelPlayer:
     """llm / sequential / no_think: the model is loaded once; each episode plays on its own DoomEnv."""
 
     def __init__(self, args, config, env, user_texts: dict[int, str]):
-        from agent_runtime.action_grammar import expressible
         from agent_runtime.clocks import FixedCost
         from agent_runtime.llm_episode import LLMRuntime
         from agent_runtime.model_loader import load_model, set_threads
@@ -193,12 +189,7 @@ class _ModelPlayer:
 
         if config.clock != "sync":
             raise UserError("model policies in `episode` run headless on the sync clock; use `agent-runtime live` for real time")
-        bad = [b for b in env.buttons if not expressible(b)]
-        if bad:
-            raise UserError(
-                f"{env.scenario} has button(s) {', '.join(bad)} that the action grammar cannot express "
-                "(only binary buttons such as ATTACK, TURN_LEFT, MOVE_FORWARD); pick a scenario without delta buttons"
-            )
+        require_expressible(env)
         spec = args.model or config.model.path
         if spec and not spec.startswith("tiny:") and not Path(spec).expanduser().exists():
             raise UserError(f"model path does not exist: {spec} (pass a safetensors directory, a .gguf file or tiny:llama)")
@@ -221,10 +212,6 @@ class _ModelPlayer:
             threads=self.threads, fixed_cost=self.fixed, think_tokens=self.think_tokens, max_tics=self.args.max_tics,
         )
 
-    @staticmethod
-    def _progress(tics, kills, executed):
-        print(f"  .. tic {tics}, kills {kills}, actions {executed}", file=sys.stderr, flush=True)
-
     def play(self, env, seed: int, recording) -> dict:
         from agent_runtime.llm_episode import run_llm_episode
         from agent_runtime.recording.recorded_env import RecordedEnv
@@ -232,7 +219,7 @@ class _ModelPlayer:
 
         t0 = time.monotonic()
         bus = recording.bus if recording is not None else None
-        common = dict(seed=seed, max_tics=self.args.max_tics, fixed_cost=self.fixed, progress=self._progress,
+        common = dict(seed=seed, max_tics=self.args.max_tics, fixed_cost=self.fixed, progress=print_progress,
                       agent_seed=seed, bus=bus)
         if self.args.policy == "llm":
             lmp = str(recording.lmp_path) if recording is not None else None

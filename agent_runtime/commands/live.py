@@ -7,6 +7,7 @@ import json
 import os
 import sys
 
+from agent_runtime.commands import check_scenario, print_progress, require_expressible
 from agent_runtime.errors import UserError
 
 
@@ -36,15 +37,11 @@ def run(args: argparse.Namespace) -> int:
     from agent_runtime.config import load_config
     from agent_runtime.generation import SessionGeneration
     from agent_runtime.model_loader import load_model, set_threads
-    from envs.scenarios import ScenarioError, resolve_scenario
 
     config = load_config(args.config, scenario=args.scenario, clock="realtime")
     if args.seconds is not None and args.seconds <= 0:
         raise UserError(f"--seconds must be positive (got {args.seconds})")
-    try:
-        resolve_scenario(config.scenario)
-    except ScenarioError as e:
-        raise UserError(str(e)) from None
+    check_scenario(config.scenario)
     window = bool(os.environ.get("DISPLAY")) and not args.no_window
     generation = SessionGeneration()
     threads = set_threads(config.model.threads, reserve=1)  # the real-time game and audio need a core
@@ -63,11 +60,9 @@ def run(args: argparse.Namespace) -> int:
         from agent_runtime.recording.live_recordings import LiveRecordings
 
         def manifest_for(index: int):
-            manifest = episode_manifest(config, policy="live", env_seed=config.seed + index, agent_seed=0, index=index,
-                                        model_spec=args.model or config.model.path, model_id=loaded.model_id,
-                                        weight_hash=loaded.weight_hash, threads=threads)
-            manifest.clock = "realtime"
-            return manifest
+            return episode_manifest(config, policy="live", env_seed=config.seed + index, agent_seed=0, index=index,
+                                    model_spec=args.model or config.model.path, model_id=loaded.model_id,
+                                    weight_hash=loaded.weight_hash, threads=threads, clock="realtime")
 
         recordings = LiveRecordings(args.out or config.recordings_dir, manifest_for, scenario=config.scenario,
                                     voice=voice, announce=lambda d: print(f"recording: {d}", file=sys.stderr, flush=True))
@@ -89,23 +84,16 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _play(args, config, window, generation, loaded, threads, voice, recordings) -> dict:
-    from agent_runtime.action_grammar import expressible
     from agent_runtime.live_session import TypedCommands, run_live
     from agent_runtime.llm_episode import LLMRuntime
     from envs.doom_env import DoomEnv
 
     with DoomEnv(config.scenario, resolution=config.resolution, clock="realtime", seed=config.seed, window=window) as env:
-        bad = [b for b in env.buttons if not expressible(b)]
-        if bad:
-            raise UserError(f"{env.scenario} has button(s) {', '.join(bad)} that the action grammar cannot express")
+        require_expressible(env)
         runtime = LLMRuntime.build(loaded, config, env.buttons, scenario=env.scenario)
         typed = TypedCommands() if sys.stdin.isatty() else None
         print(f"live: {env.scenario}, {loaded.model_id}, {threads} thread(s), window {'on' if window else 'off'}, "
               f"voice {'on' if voice else 'off'}" + ("; type commands like 'turn left' + Enter" if typed else ""),
               file=sys.stderr, flush=True)
-
-        def progress(tic, kills, executed):
-            print(f"  .. tic {tic}, kills {kills}, actions {executed}", file=sys.stderr, flush=True)
-
         return run_live(env, runtime, seconds=args.seconds, voice=voice, typed=typed, generation=generation,
-                        progress=progress, recordings=recordings)
+                        progress=print_progress, recordings=recordings)

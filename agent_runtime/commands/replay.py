@@ -30,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
     if args.rerun:
         from agent_runtime.recording.rerun import rerun_recording
 
-        result["rerun"] = rerun_recording(args.dir)
+        result["rerun"] = rerun_recording(recording)
     if args.json:
         print(json.dumps(result, default=str))
     else:

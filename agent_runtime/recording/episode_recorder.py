@@ -24,8 +24,9 @@ def episode_manifest(config: RunConfig, *, policy: str, env_seed: int, agent_see
                      model_spec: str | None = None, model_id: str | None = None, weight_hash: str | None = None,
                      model_seed: int | None = None, threads: int | None = None,
                      fixed_cost: FixedCost | None = None, think_tokens: int | None = None,
-                     max_tics: int | None = None, lag_tics: int = 0) -> Manifest:
-    """The manifest of one episode. config.model.path/threads are set to what really ran."""
+                     max_tics: int | None = None, lag_tics: int = 0, clock: str | None = None) -> Manifest:
+    """The manifest of one episode. config.model.path/threads are set to what really ran; `clock` names the clock
+    when it is not the one the policy implies (a live session: "realtime")."""
     data = config.model_dump()
     if model_id is not None:
         data["model"]["path"] = model_spec
@@ -40,7 +41,7 @@ def episode_manifest(config: RunConfig, *, policy: str, env_seed: int, agent_see
         fixed_cost=asdict(fixed_cost) if fixed_cost is not None else None,
     )
     # the clock that moved the world: compute time, a fixed cost per token, or the baselines' own tics
-    manifest.clock = ("fixed_cost" if fixed_cost is not None else "compute") if model_policy else "policy_tics"
+    manifest.clock = clock or (("fixed_cost" if fixed_cost is not None else "compute") if model_policy else "policy_tics")
     return manifest
 
 

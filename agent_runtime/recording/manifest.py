@@ -16,7 +16,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from agent_runtime.errors import UserError
+from agent_runtime.errors import UserError, first_line
 
 FORMAT_VERSION = 1
 SUPPORTED_VERSIONS = (1,)
@@ -93,7 +93,7 @@ class Manifest:
         except OSError as e:
             raise UserError(f"{path}: cannot read: {e.strerror or e}") from None
         except (ValueError, RecursionError) as e:
-            raise UserError(f"{path}: not valid JSON ({str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
+            raise UserError(f"{path}: not valid JSON ({first_line(e)})") from None
         return cls.from_dict(data, source=str(path))
 
     @classmethod

@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import shutil
-import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -67,10 +65,6 @@ class RecordingWriter:
         return self.dir / MANIFEST_FILE
 
     @property
-    def events_path(self) -> Path:
-        return self.dir / EVENTS_FILE
-
-    @property
     def final_lmp_path(self) -> Path:
         """Where the finished .lmp lies once the recording is closed."""
         return self.dir / LMP_FILE
@@ -84,14 +78,6 @@ class RecordingWriter:
         if self._staging_dir is None:
             self._staging_dir = short_temp_dir(final)
         return self._staging_dir / LMP_FILE
-
-    @property
-    def mic_wav_path(self) -> Path:
-        return self.dir / MIC_WAV
-
-    @property
-    def speech_wav_path(self) -> Path:
-        return self.dir / SPEECH_WAV
 
     def write(self, event: Event) -> None:
         self.events.write(event)
@@ -146,8 +132,6 @@ class Recording:
             raise UserError(f"{path} already holds a recording; choose a new directory")
         try:
             path.mkdir(parents=True, exist_ok=True)
-            with tempfile.NamedTemporaryFile(dir=path, prefix=".probe-"):
-                pass
             manifest.write(path / MANIFEST_FILE)
         except OSError as e:
             raise UserError(f"cannot create recording directory {path}: {e.strerror or e}") from None
@@ -177,10 +161,3 @@ class Recording:
 
     def of_kind(self, *kinds: str) -> list[Event]:
         return [e for e in self.events if e.kind in kinds]
-
-    def summary(self) -> dict[str, Any]:
-        kinds: dict[str, int] = {}
-        for e in self.events:
-            kinds[e.kind] = kinds.get(e.kind, 0) + 1
-        return {"dir": str(self.dir), "scenario": self.manifest.scenario, "n_events": len(self.events),
-                "kinds": kinds, "has_lmp": self.lmp_path.is_file(), "warnings": list(self.warnings)}

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from agent_runtime.errors import UserError
+from agent_runtime.errors import UserError, first_line
 from agent_runtime.recording.engine_paths import engine_readable_lmp
 from agent_runtime.recording.manifest import MANIFEST_FILE, hash_file
 from agent_runtime.recording.recording import Recording, screen_hash
@@ -55,7 +55,7 @@ def replayed_frames(recording: Recording) -> Iterator[Iterator]:
         raise UserError(f"{recording.dir / MANIFEST_FILE}: {e}") from None
     except Exception as e:  # the engine's own errors: a broken .cfg or WAD
         raise UserError(f"ViZDoom could not start scenario '{scenario}' for {recording.lmp_path}: "
-                        f"{str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}") from None
+                        f"{first_line(e)}") from None
     try:
         with engine_readable_lmp(recording.lmp_path) as lmp:
             yield _guarded(env.replay(lmp), recording)
@@ -68,7 +68,7 @@ def _guarded(frames: Iterator, recording: Recording) -> Iterator:
         yield from frames
     except Exception as e:
         raise UserError(f"ViZDoom could not replay {recording.lmp_path}: "
-                        f"{str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}") from None
+                        f"{first_line(e)}") from None
 
 
 @dataclass

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from agent_runtime.errors import UserError
+from agent_runtime.errors import UserError, first_line
 from agent_runtime.events import Event, EventBus
 from agent_runtime.recording.manifest import MANIFEST_FILE
 from agent_runtime.recording.recording import Recording
@@ -62,14 +62,15 @@ def _model_spec(model_id: str | None) -> str | None:
     return None if model_id == EMBEDDED_MODEL_ID else model_id
 
 
-def rerun_recording(directory: str | Path) -> dict[str, Any]:
-    """Re-run the recording in DIR; {"same_actions", "n_actions", "n_actions_rerun", "first_divergence", ...}."""
+def rerun_recording(directory: str | Path | Recording) -> dict[str, Any]:
+    """Re-run the recording in DIR (or an open Recording); {"same_actions", "n_actions", "n_actions_rerun",
+    "first_divergence", ...}."""
     import torch
 
     from agent_runtime.clocks import FixedCost
     from agent_runtime.config import RunConfig
 
-    recording = Recording.open(directory)
+    recording = directory if isinstance(directory, Recording) else Recording.open(directory)
     manifest, source = recording.manifest, str(recording.dir / MANIFEST_FILE)
     policy = manifest.extra.get("policy")
     if policy not in RERUNNABLE_POLICIES:
@@ -131,7 +132,7 @@ def _play_again(recording: Recording, config, costs: list[float], env_seed: int,
         env = DoomEnv(config.scenario, resolution=config.resolution, clock="sync", seed=env_seed)
     except Exception as e:  # an unknown scenario, a broken .cfg or WAD
         raise UserError(f"{source}: cannot start scenario {config.scenario}: "
-                        f"{str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}") from None
+                        f"{first_line(e)}") from None
     with env:
         runtime = LLMRuntime.build(loaded, config, env.buttons, scenario=env.scenario)
         user_script = user_script_from_events(recording.events, runtime.grammar)

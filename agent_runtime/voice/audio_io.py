@@ -146,10 +146,6 @@ class ArrayMicrophone:
         self.position = 0
         self.active = False
 
-    @classmethod
-    def from_wav(cls, path: str | Path, callback: AudioCallback, blocksize: int = BLOCK_FRAMES) -> "ArrayMicrophone":
-        return cls(load_audio_16k(path), callback, blocksize)
-
     def start(self) -> None:
         self.active = True
 
@@ -194,6 +190,7 @@ class RecordingSpeaker:
         self.blocksize = blocksize
         self.samplerate = samplerate
         self.blocks: list[np.ndarray] = []
+        self.frames = 0  # pulled so far: the stream time of the next block
         self.active = False
 
     def start(self) -> None:
@@ -210,8 +207,9 @@ class RecordingSpeaker:
         new = []
         for _ in range(n_blocks):
             out = np.zeros((self.blocksize, 1), np.float32)
-            t = sum(b.shape[0] for b in self.blocks) / self.samplerate
+            t = self.frames / self.samplerate
             self.callback(out, self.blocksize, CallbackTime(outputBufferDacTime=t, currentTime=t), None)
+            self.frames += self.blocksize
             self.blocks.append(out[:, 0].copy())
             new.append(self.blocks[-1])
         return new

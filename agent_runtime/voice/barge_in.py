@@ -40,7 +40,6 @@ class BargeInRecord:
     reason: str = ""
     generation: int | None = None
     bump_wall: float | None = None
-    tts_dropped: int = 0
 
     @property
     def detection_to_bump_ms(self) -> float | None:
@@ -143,12 +142,13 @@ class BargeInController:
         bump_wall = time.monotonic()
         self.playback.clear()
         self.playback.resume()
-        dropped = self.tts.abort_and_clear() if self.tts is not None else 0
+        if self.tts is not None:
+            self.tts.abort_and_clear()
         if self.on_interrupt is not None:
             self.on_interrupt(generation, reason)
         if record is not None:
             record.outcome, record.reason, record.generation = "interrupted", reason, generation
-            record.bump_wall, record.tts_dropped = bump_wall, dropped
+            record.bump_wall = bump_wall
         self._pending = None
         return generation
 

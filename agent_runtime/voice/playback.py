@@ -131,11 +131,6 @@ class PlaybackBuffer:
             out, self._heard_log = self._heard_log, []
             return out
 
-    def heard_text(self, utterance: int) -> str:
-        chunk = self._open.get(utterance)
-        end = self._heard_end.get(utterance, 0)
-        return chunk.text[:end].strip() if chunk is not None else ""
-
     # ------------------------------------------------------------------ consumer side (audio thread)
 
     def callback(self, outdata: np.ndarray, frames: int, time_info=None, status=None) -> None:

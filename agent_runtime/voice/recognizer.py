@@ -57,7 +57,6 @@ class CommandRecognizer:
         self.decoder.add_jsgf_string("commands", grammar or jsgf_grammar())
         self.decoder.activate_search("commands")
         self.in_utterance = False
-        self.decode_seconds = 0.0
         self.warmup_left = warmup_utterances
         self._audio: list[bytes] = []
 
@@ -72,16 +71,13 @@ class CommandRecognizer:
         pcm = (np.clip(samples, -1.0, 1.0) * 32767.0).astype("<i2").tobytes()
         if self.warmup_left > 0:
             self._audio.append(pcm)
-        t0 = time.perf_counter()
         self.decoder.process_raw(pcm, False, False)
-        self.decode_seconds += time.perf_counter() - t0
 
     def partial(self) -> str:
         hyp = self.decoder.hyp()
         return normalize(hyp.hypstr) if hyp is not None else ""
 
     def finish(self) -> str:
-        t0 = time.perf_counter()
         self.decoder.end_utt()
         if self.warmup_left > 0:
             self.warmup_left -= 1
@@ -89,7 +85,6 @@ class CommandRecognizer:
             self.decoder.process_raw(b"".join(self._audio), False, True)
             self.decoder.end_utt()
             self._audio = []
-        self.decode_seconds += time.perf_counter() - t0
         self.in_utterance = False
         return self.partial()
 

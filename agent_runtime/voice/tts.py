@@ -242,7 +242,6 @@ class TtsWorker:
         self.sink = sink
         self.on_result = on_result
         self._queue: "queue.Queue[tuple[str, int] | None]" = queue.Queue()
-        self.skipped_stale = 0
         self.results: list[SynthesisResult] = []
         self._pending = 0  # texts queued or being spoken
         self._pending_lock = threading.Lock()
@@ -299,7 +298,6 @@ class TtsWorker:
             try:
                 text, generation = item
                 if not self.tts.session.is_current(generation):
-                    self.skipped_stale += 1
                     continue
                 result = self.tts.speak(text, generation, on_chunk=self.sink)
                 self.results.append(result)

@@ -119,7 +119,6 @@ class VoiceActivityDetector:
         self._run = 0  # consecutive windows voting for a state change
         self._run_start_ms = 0.0
         self._speech_start_ms = 0.0
-        self.window_seconds = 0.0  # time spent in the model, for metrics
 
     @property
     def stream_ms(self) -> float:
@@ -137,9 +136,7 @@ class VoiceActivityDetector:
 
     def _step(self, window: np.ndarray) -> VadWindow:
         start_ms = self.stream_ms
-        t0 = time.perf_counter()
         p = self.model.probability(window)
-        self.window_seconds += time.perf_counter() - t0
         self.samples_seen += WINDOW
         end_ms = self.stream_ms
         event: VadEvent | None = None

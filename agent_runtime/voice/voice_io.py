@@ -53,7 +53,6 @@ class VoiceIO:
         self.playback = PlaybackBuffer(session, sample_rate=SPEAKER_RATE)
         self.tts = TtsWorker(EspeakTts(session), sink=self._tts_sink, on_result=self._on_synthesis)
         self.commands: deque[VoiceCommand] = deque()
-        self.interrupts: deque[tuple[int, str, float]] = deque()
         self.controller = BargeInController(session, self.playback, tts=self.tts, mode=mode,
                                             on_interrupt=self._on_interrupt, on_command=self._on_command)
         self._blocks: "queue.Queue[tuple[np.ndarray, float] | None]" = queue.Queue()
@@ -121,12 +120,6 @@ class VoiceIO:
         out = []
         while self.commands:
             out.append(self.commands.popleft())
-        return out
-
-    def take_interrupts(self) -> list[tuple[int, str, float]]:
-        out = []
-        while self.interrupts:
-            out.append(self.interrupts.popleft())
         return out
 
     def take_heard(self) -> list[str]:
@@ -205,7 +198,6 @@ class VoiceIO:
                 time.sleep(delay)
 
     def _on_interrupt(self, generation: int, reason: str) -> None:
-        self.interrupts.append((generation, reason, time.monotonic()))
         record = self.controller.records[-1] if self.controller.records else None
         self._emit("generation_bump", "playback", generation=generation, reason=f"barge-in:{reason}", to=generation)
         self._emit("barge_in", "playback", generation=generation, reason=reason,
