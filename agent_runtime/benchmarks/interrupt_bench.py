@@ -292,6 +292,7 @@ def _summarize(trials, mode, seed, playback, speaker, synth_results, wall_s) -> 
     late = [b.late_ms for b in speaker.blocks]
     d, b, bb, c = _percentiles(det_ms), _percentiles(det_blocks), _percentiles(bump_ms), _percentiles(bump_blocks)
     fa, fs, cf = _percentiles(first_audio), _percentiles(first_sound), _percentiles(confirm_ms)
+    sl = _percentiles(late)
     block_ms = SPEAKER_BLOCK * 1000.0 / playback.sample_rate
     return {
         "barge_ins": len(trials),
@@ -326,8 +327,8 @@ def _summarize(trials, mode, seed, playback, speaker, synth_results, wall_s) -> 
         "say_to_first_sound_ms_max": fs["max"],
         "playback_underruns": playback.stats.underruns,
         "speaker_blocks": len(speaker.blocks),
-        "speaker_late_ms_p95": _percentiles(late)["p95"],
-        "speaker_late_ms_max": _percentiles(late)["max"],
+        "speaker_late_ms_p95": sl["p95"],
+        "speaker_late_ms_max": sl["max"],
         "speaker_block": {"frames": SPEAKER_BLOCK, "rate": playback.sample_rate, "ms": round(block_ms, 2)},
         "mic_block": {"frames": MIC_BLOCK, "rate": SAMPLE_RATE, "ms": MIC_BLOCK * 1000.0 / SAMPLE_RATE},
         "wall_s": round(wall_s, 1),

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from agent_runtime.voice.vad import SAMPLE_RATE, SpeechStarted, SpeechStopped, VadEvent, VoiceActivityDetector
+from agent_runtime.voice.vad import (SAMPLE_RATE, WINDOW_MS, SpeechStarted, SpeechStopped, VadEvent,
+                                     VoiceActivityDetector)
 from agent_runtime.voice.voice_commands import PHRASES, command_for, jsgf_grammar, normalize
 
 
@@ -104,7 +105,7 @@ class ListeningPipeline:
     max_utterance_ms: int = 6000  # force a final result on endless "speech" (music, a stuck VAD)
 
     def __post_init__(self):
-        self._preroll: deque[np.ndarray] = deque(maxlen=max(1, self.preroll_ms // 32))
+        self._preroll: deque[np.ndarray] = deque(maxlen=max(1, self.preroll_ms // WINDOW_MS))
         self._utterance = 0
         self._since_partial_ms = 0.0
         self._last_partial = ""
@@ -124,7 +125,7 @@ class ListeningPipeline:
                 self._begin(event)
             if self.recognizer.in_utterance:
                 self.recognizer.feed(w.samples)
-                self._since_partial_ms += 32.0
+                self._since_partial_ms += float(WINDOW_MS)
                 if isinstance(event, SpeechStopped):
                     frames.append(event)
                     frames.extend(self._end(w.end_ms, arrival, event.t_ms))

@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 
 from agent_runtime.errors import UserError
+from agent_runtime.voice.audio_io import BLOCK_FRAMES as WINDOW  # samples per silero window (32 ms)
+from agent_runtime.voice.audio_io import SAMPLE_RATE
 
-SAMPLE_RATE = 16_000
-WINDOW = 512  # samples per silero window at 16 kHz (32 ms)
 CONTEXT = 64  # samples of the previous window silero expects in front of each window
 WINDOW_MS = WINDOW * 1000 // SAMPLE_RATE
 

@@ -18,6 +18,8 @@ import numpy as np
 
 from agent_runtime.events import EventBus
 from agent_runtime.generation import SessionGeneration
+from agent_runtime.voice.audio_io import BLOCK_FRAMES as MIC_BLOCK
+from agent_runtime.voice.audio_io import SAMPLE_RATE as MIC_RATE
 from agent_runtime.voice.audio_io import (ArrayMicrophone, RecordingSpeaker, open_input_stream,
                                           open_output_stream)
 from agent_runtime.voice.barge_in import BargeInController
@@ -26,7 +28,6 @@ from agent_runtime.voice.recognizer import Hypothesis, ListeningPipeline
 from agent_runtime.voice.tts import EspeakTts, SpeechChunk, SynthesisResult, TtsWorker
 from agent_runtime.voice.vad import SpeechStarted, SpeechStopped
 
-MIC_RATE, MIC_BLOCK = 16_000, 512
 SPEAKER_RATE, SPEAKER_BLOCK = 22_050, 1024
 
 
