@@ -6,13 +6,24 @@ STAMP   := $(VENV)/.installed
 APT_PKGS := libportaudio2 espeak-ng libespeak-ng1 flite
 PYTEST_ARGS ?=
 
-.PHONY: demo test install system-deps clean
+.PHONY: demo test test-cpu-paths install system-deps clean
 
 demo: install
 	$(VENV)/bin/agent-runtime episode --scenario defend_the_center --episodes 1
 
-test: install
+# The CPU-sensitive tests run first on the other CPU paths, then the whole suite on this machine's own path.
+test: install test-cpu-paths
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# Probe forced to the AVX2 answer (torch and oneDNN held to AVX2 too), so an AVX-512 machine proves the AVX2
+# path; and forced to AVX-512 where the hardware has it.
+test-cpu-paths: install
+	DOOM_AGENT_CPU=avx2 ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 $(PY) -m pytest -q -m cpu_sensitive $(PYTEST_ARGS)
+	@if grep -qw avx512f /proc/cpuinfo 2>/dev/null; then \
+	  DOOM_AGENT_CPU=avx512 ATEN_CPU_CAPABILITY=avx512 $(PY) -m pytest -q -m cpu_sensitive $(PYTEST_ARGS); \
+	else \
+	  echo "skipped: the forced AVX-512 pass (this CPU has no AVX-512; its own path, AVX2, is the full run)"; \
+	fi
 
 install: $(STAMP)
 

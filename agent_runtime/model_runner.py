@@ -17,7 +17,8 @@ from transformers.masking_utils import AttentionMaskInterface
 
 from agent_runtime.kv_block_store import KVBlockStore
 from agent_runtime.model_loader import LoadedModel, check_supported
-from agent_runtime.packed_linear import pack_linears, native_linear_step
+from agent_runtime.cpu_path import CpuPath, cpu_path
+from agent_runtime.linear_kernels import adopt_linears, step_kernels
 from agent_runtime.view import View
 from kernels import view_attention
 from kernels.view_attention_torch import prepare_view_attention
@@ -121,7 +122,9 @@ class ModelRunner:
     """Runs batches of StreamInputs over a KVBlockStore with a transformers causal LM."""
 
     def __init__(self, loaded: LoadedModel, store: KVBlockStore, *, backend: str = "torch", device: str = "cpu",
-                 packed_linears: bool = True):
+                 cpu: CpuPath | None = None, packed_linears: bool = True):
+        """cpu: the CPU path whose kernel table the linears follow (default: this machine's, probed once and
+        cached); packed_linears=False keeps every linear on the native kernels."""
         check_supported(loaded.model.config)
         self.model = loaded.model
         self.model.set_attn_implementation(ATTENTION_NAME)
@@ -131,8 +134,14 @@ class ModelRunner:
         self.inv_freq = rope_inv_freq(self.model).to(self.device)
         self.model_dtype = next(self.model.parameters()).dtype
         self.forwards = 0
-        # bf16 on CPU: steps of 1-2 rows take the native kernels, larger steps oneDNN-prepacked weights
-        self.packed_linears = pack_linears(self.model) if packed_linears and self.device.type == "cpu" else 0
+        self.packed_linears = 0
+        self.kernels = None
+        self.cpu = None
+        if self.device.type == "cpu":
+            cpu = self.cpu = cpu or loaded.cpu or cpu_path(threads=torch.get_num_threads())
+            self.kernels = cpu.table(self.model_dtype)
+            if packed_linears:
+                self.packed_linears = adopt_linears(self.model, self.kernels, cpu.features)
 
     @torch.inference_mode()
     def forward(self, inputs: list[StreamInput]) -> StepResult:
@@ -194,7 +203,7 @@ class ModelRunner:
         ids = torch.tensor([token_ids], device=self.device)
         pos = torch.tensor([positions], device=self.device)
         keep_t = torch.tensor(keep if keep else [0], device=self.device)
-        with native_linear_step(len(token_ids) if self.packed_linears else 0):
+        with step_kernels(self.kernels, len(token_ids)) if self.kernels else contextlib.nullcontext():
             out = self.model(
                 input_ids=ids,
                 position_ids=pos,

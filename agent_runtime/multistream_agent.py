@@ -154,7 +154,7 @@ class MultiStreamAgent:
 
         system = self.store.create("system")
         prefill_view = View(self.store, own=system)
-        self.runner.prefill(prefill_view, self._encode(system_prompt(scenario, grammar.buttons)))
+        self.runner.prefill(prefill_view, self._encode(system_prompt(scenario, grammar.describe())))
         prefill_view.close()
         self.sections["system"] = [system]
 

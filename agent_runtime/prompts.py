@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 
-def system_prompt(scenario: str, buttons: tuple[str, ...]) -> str:
+def system_prompt(scenario: str, commands: str) -> str:
+    """commands: the grammar's list of command words with their buttons (ActionGrammar.describe())."""
     return (
-        f"You are playing Doom ({scenario}). Observation lines give health, ammo, kills and the enemies you see "
-        "with side, bearing in degrees (positive = left) and distance. "
-        "Thought lines plan briefly. Act lines give one command: "
-        + ", ".join(buttons)
-        + " or NOOP, optionally followed by how many tics to hold it.\n"
+        f"You are playing Doom ({scenario}). Observation lines give health, ammo and the enemies you see "
+        "with side, bearing in degrees and distance (near, mid, far). "
+        f"Thought lines plan briefly. Act lines give one command: {commands}; "
+        "optionally followed by how many tics to hold it.\n"
     )
 
 

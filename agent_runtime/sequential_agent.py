@@ -39,7 +39,7 @@ class SequentialAgent:
         self.scorer = CommandScorer(runtime.grammar, self.tok)
         self.system = self.store.create("system")
         v = View(self.store, own=self.system)
-        self.runner.prefill(v, self._enc(system_prompt(scenario, runtime.grammar.buttons)))
+        self.runner.prefill(v, self._enc(system_prompt(scenario, runtime.grammar.describe())))
         v.close()
         self.action_prompt, self.thought_prompt = self._enc(ACTION_PROMPT), self._enc(THOUGHT_PROMPT)
         self.history: list = []

@@ -1,11 +1,14 @@
 """Compact text for a language model: own status plus the nearest objects, with side, bearing and distance.
 
-Example: "hp 100 ammo 26 kills 3 | imp left 23° 410u; zombieman ahead 2° 180u"
+Example: "hp 100 ammo 26 | imp left 23 mid; zombieman ahead 2 near"
 
-Bearing is the angle from the view direction to the object in degrees, positive = to the LEFT
-(Doom angles grow counter-clockwise); the text writes its magnitude after the side word.
-Distance is in map units (a player is 32 units wide). Only objects on screen are listed unless
-privileged=True, which adds off-screen objects from the objects info (never the agent's default).
+Every token of it is reaction time (the tokenizer spends one token per digit), so it says only what a
+decision needs: health, ammo, and per object its side, bearing in whole degrees and a distance band.
+Bearing is the angle from the view direction to the object, positive = to the LEFT (Doom angles grow
+counter-clockwise); the text writes its magnitude after the side word. Distance bands: near (at most
+NEAR_UNITS map units; a player is 32 wide), mid (at most MID_UNITS), far. Only objects on screen are
+listed unless privileged=True, which adds off-screen objects from the objects info (never the agent's
+default).
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from envs.frame import Frame, ObjectLabel
 
 MAX_OBJECTS = 4
 AHEAD_DEGREES = 5.0  # |bearing| below this reads "ahead"
+NEAR_UNITS = 256.0  # within reach of a melee monster in a few tics
+MID_UNITS = 640.0
 SKIPPED_CATEGORIES = frozenset({"Self"})  # the own player/weapon
 
 # Short names for the common actors; anything else is its CamelCase name split into lowercase words.
@@ -69,15 +74,19 @@ def visible_objects(frame: Frame, *, privileged: bool = False) -> list[ObjectLab
     return sorted(chosen.values(), key=lambda o: (round(distance_units(frame, o)), o.name, o.object_id))
 
 
+def distance_band(units: float) -> str:
+    return "near" if units <= NEAR_UNITS else ("mid" if units <= MID_UNITS else "far")
+
+
 def describe_object(frame: Frame, obj: ObjectLabel) -> str:
     bearing = bearing_degrees(frame, obj)
     side = "ahead" if abs(bearing) < AHEAD_DEGREES else ("left" if bearing > 0 else "right")
-    return f"{short_name(obj.name)} {side} {abs(bearing):.0f}° {distance_units(frame, obj):.0f}u"
+    return f"{short_name(obj.name)} {side} {abs(bearing):.0f} {distance_band(distance_units(frame, obj))}"
 
 
 def encode_observation(frame: Frame, *, privileged: bool = False, max_objects: int = MAX_OBJECTS) -> str:
-    """One line: "hp H ammo A kills K | obj side deg dist; ..." (or "| nothing in view")."""
-    status = f"hp {frame.health:.0f} ammo {frame.ammo:.0f} kills {frame.kills:.0f}"
+    """One line: "hp H ammo A | obj side deg band; ..." (or "| nothing in view")."""
+    status = f"hp {frame.health:.0f} ammo {frame.ammo:.0f}"
     objects = visible_objects(frame, privileged=privileged)[:max_objects]
     seen = "; ".join(describe_object(frame, o) for o in objects) if objects else "nothing in view"
     return f"{status} | {seen}"

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.cpu_sensitive  # `make test` runs it again on the forced AVX2 path
+
 REPO = Path(__file__).resolve().parent.parent
 RESULT_KEYS = {"scenario", "policy", "episode", "seed", "reward", "kills", "tics"}
 
@@ -50,7 +52,7 @@ def _bad_budget(tmp_path: Path) -> str:
 
 
 LLM_KEYS = {"reward", "kills", "actions_executed", "actions_fenced", "frames_dropped", "reaction_ms_p50",
-            "reaction_ms_p95", "thinker_tokens"}
+            "reaction_ms_p95", "thinker_tokens", "cpu_path"}
 
 
 def test_llm_policy_is_the_default_and_reports_timing_keys():
@@ -62,6 +64,18 @@ def test_llm_policy_is_the_default_and_reports_timing_keys():
     assert result["policy"] == "llm" and result["tics"] >= 60
     assert result["actions_executed"] + result["actions_fenced"] > 5
     assert result["thinker_tokens"] > 5 and result["reaction_ms_p50"] > 0
+
+
+@pytest.mark.slow
+def test_the_demo_episode_acts_on_this_cpu_path():
+    """`make demo`: the embedded model, default config (dtype auto), measured compute clock: actions reach the
+    game instead of all being fenced by age, and the result names the CPU path it ran on."""
+    proc = cli("--scenario", "defend_the_center", "--max-tics", "175", "--json", "--no-record", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "cpu path " in proc.stderr.splitlines()[0]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["cpu_path"].split("-")[1] in ("fp32", "bf16")
+    assert result["actions_executed"] > 5 and result["actions_executed"] >= 4 * result["actions_fenced"]
 
 
 def test_readable_output_with_random_policy():

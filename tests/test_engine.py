@@ -23,6 +23,8 @@ from agent_runtime.view import View
 from envs.doom_env import DoomEnv
 from tests.engine_rig import ActRecorder, make_runtime
 
+pytestmark = pytest.mark.cpu_sensitive  # `make test` runs it again on the forced AVX2 path
+
 
 @pytest.fixture
 def env():

@@ -7,7 +7,6 @@ import time
 import numpy as np
 
 from agent_runtime.clocks import FixedCost
-from agent_runtime.events import EventBus
 from agent_runtime.generation import SessionGeneration
 from agent_runtime.live_session import run_live
 from agent_runtime.multistream_agent import MultiStreamAgent

@@ -3,11 +3,11 @@
 import os
 
 import pytest
-import torch
 
 from agent_runtime.errors import UserError
 from agent_runtime.kv_block_store import KVBlockStore
-from agent_runtime.model_loader import free_cores, load_model, set_threads
+from agent_runtime.cpu_path import choose_threads, free_cores
+from agent_runtime.model_loader import load_model
 from agent_runtime.model_runner import ModelRunner
 
 
@@ -51,12 +51,8 @@ def test_gemma3_is_refused_with_a_clear_unsupported_error():
 def test_threads_default_to_free_cores_and_a_reserve_never_goes_below_one():
     cores = len(os.sched_getaffinity(0))
     assert 1 <= free_cores() <= cores
-    before = torch.get_num_threads()
-    try:
-        assert set_threads(None, reserve=cores + 5) == 1
-        assert set_threads(2) == 2 and torch.get_num_threads() == 2
-    finally:
-        torch.set_num_threads(before)
+    assert choose_threads(None, reserve=cores + 5) == 1
+    assert choose_threads(2) == 2 and choose_threads(None) <= cores
 
 
 def test_tiny_weights_are_the_same_with_and_without_simd():
@@ -65,9 +61,10 @@ def test_tiny_weights_are_the_same_with_and_without_simd():
     import subprocess
     import sys
 
-    here = load_model("tiny:llama", tokenizer=False, seed=3).weight_hash
-    assert load_model("tiny:llama", tokenizer=False, seed=4).weight_hash != here
-    code = "from agent_runtime.model_loader import load_model; print(load_model('tiny:llama', tokenizer=False, seed=3).weight_hash)"
+    here = load_model("tiny:llama", dtype="bfloat16", tokenizer=False, seed=3).weight_hash
+    assert load_model("tiny:llama", dtype="bfloat16", tokenizer=False, seed=4).weight_hash != here
+    code = ("from agent_runtime.model_loader import load_model; "
+            "print(load_model('tiny:llama', dtype='bfloat16', tokenizer=False, seed=3).weight_hash)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                           env={**os.environ, "ATEN_CPU_CAPABILITY": "default"}, cwd=os.path.dirname(os.path.dirname(__file__)))
     assert proc.returncode == 0, proc.stderr

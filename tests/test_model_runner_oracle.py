@@ -13,6 +13,8 @@ from agent_runtime.model_runner import ModelRunner, StreamInput
 from agent_runtime.view import View
 from tests.oracle import HFOracle
 
+pytestmark = pytest.mark.cpu_sensitive  # `make test` runs it again on the forced AVX2 path
+
 ARCHS = ["llama", "llama3", "qwen2", "qwen3"]
 TOL = 1e-4
 

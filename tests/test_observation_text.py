@@ -24,13 +24,13 @@ def label(i, name, ox, oy, category="Monster", box=(70, 50, 10, 20)):
 def test_known_game_state_gives_exact_text():
     with DoomEnv("defend_the_center", seed=0, privileged_objects=True) as env:
         first = env.new_episode()
-        assert encode_observation(first) == "hp 100 ammo 26 kills 0 | marine ahead 0° 743u"
+        assert encode_observation(first) == "hp 100 ammo 26 | marine ahead 0 far"
         env.act({"TURN_LEFT": 1}, tics=40)
         frame = env.read_frame()
     assert frame.tic == 50
-    assert encode_observation(frame) == "hp 100 ammo 26 kills 0 | marine left 13° 648u"
+    assert encode_observation(frame) == "hp 100 ammo 26 | marine left 13 far"
     assert encode_observation(frame, privileged=True) == (
-        "hp 100 ammo 26 kills 0 | demon left 81° 528u; demon right 50° 556u; marine left 13° 648u; marine left 153° 658u"
+        "hp 100 ammo 26 | demon left 81 mid; demon right 50 mid; marine left 13 far; marine left 153 far"
     )
 
 
@@ -56,7 +56,7 @@ def test_sides_distances_order_and_self_skipped():
         y=0.0,
     )
     assert encode_observation(frame) == (
-        "hp 87 ammo 12 kills 2 | shotgunner right 45° 141u; zombieman ahead 2° 180u; imp left 45° 424u"
+        "hp 87 ammo 12 | shotgunner right 45 near; zombieman ahead 2 near; imp left 45 mid"
     )
 
 
@@ -64,15 +64,23 @@ def test_at_most_four_objects_nearest_first():
     frame = make_frame([label(i, "Demon", 100.0 * i, 0) for i in range(1, 8)])
     text = encode_observation(frame)
     assert text.count("demon") == 4
-    assert text.endswith("demon ahead 0° 400u")
+    assert text.endswith("demon ahead 0 mid")
     assert len(text) < 160
 
 
 def test_empty_view_and_privileged_offscreen_objects():
     hidden = ObjectLabel(object_id=9, name="DoomImp", category="Monster", box=None, x=-200, y=0)
     frame = make_frame([], offscreen=[hidden])
-    assert encode_observation(frame) == "hp 87 ammo 12 kills 2 | nothing in view"
-    assert encode_observation(frame, privileged=True) == "hp 87 ammo 12 kills 2 | imp left 180° 200u"
+    assert encode_observation(frame) == "hp 87 ammo 12 | nothing in view"
+    assert encode_observation(frame, privileged=True) == "hp 87 ammo 12 | imp left 180 near"
+
+
+def test_distance_bands_bound_at_near_and_mid():
+    frame = make_frame([label(1, "Demon", 256, 0), label(2, "DoomImp", 257, 100), label(3, "Zombieman", 640, -300),
+                        label(4, "ShotgunGuy", 700, 0)])
+    assert encode_observation(frame) == (
+        "hp 87 ammo 12 | demon ahead 0 near; imp left 21 mid; shotgunner ahead 0 far; zombieman right 25 far"
+    )
 
 
 def test_short_names():

@@ -21,6 +21,8 @@ from agent_runtime.recording.engine_paths import MAX_ENGINE_LMP_PATH
 from agent_runtime.recording.rerun import first_divergence, rerun_recording
 from agent_runtime.recording.user_script import command_for_text, parse_user_text_args
 
+pytestmark = pytest.mark.cpu_sensitive  # `make test` runs it again on the forced AVX2 path
+
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE = REPO / "recordings" / "sample"
 

@@ -19,7 +19,7 @@ from agent_runtime.voice.playback import PlaybackBuffer
 from agent_runtime.voice.recognizer import ListeningPipeline
 from agent_runtime.voice.tts import EspeakTts, TtsWorker
 from agent_runtime.voice.vad import SpeechStarted
-from voice_synth import synthesize, utterance
+from voice_synth import synthesize
 
 COMMENTARY = ("Two imps ahead and one on the left. I am turning left to face them, then I will shoot "
               "the nearest one and move back toward the door before they can reach me.")

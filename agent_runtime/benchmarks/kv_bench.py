@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import random
 
@@ -20,7 +21,7 @@ from agent_runtime.benchmarks.measure import Timing, progress, timed
 from agent_runtime.kv_block_store import KVBlockStore
 from agent_runtime.model_loader import LoadedModel
 from agent_runtime.model_runner import ModelRunner, StreamInput
-from agent_runtime.packed_linear import pack_linears, native_linear_step
+from agent_runtime.linear_kernels import adopt_linears, step_kernels
 from agent_runtime.view import View
 
 
@@ -39,9 +40,14 @@ class KVBench:
         self.plain = copy.deepcopy(loaded.model)  # same weights, transformers' own sdpa attention and cache
         self.plain.set_attn_implementation("sdpa")
         self.runner = ModelRunner(loaded, self.store, backend=backend, device=device)
+        self.kernels = self.runner.kernels
         if self.runner.packed_linears:  # the same linear kernels as the runner: (a) compares attention only
-            pack_linears(self.plain)
+            adopt_linears(self.plain, self.kernels, self.runner.cpu.features)
         self.device = device
+
+    def _kernels(self, rows: int):
+        """The runner's kernel choice for a step of `rows` rows (none off the CPU)."""
+        return step_kernels(self.kernels, rows) if self.kernels else contextlib.nullcontext()
 
     def _block(self, label: str, tokens: list[int], context: list | None = None):
         """A new block prefilled after `context` blocks; the prefill view lets go of everything after."""
@@ -71,7 +77,7 @@ class KVBench:
             self.plain(input_ids=torch.tensor([tokens[: per * self.blocks]], device=self.device), cache=cache, use_cache=True)
 
         def plain_step():
-            with torch.inference_mode(), native_linear_step(1 if self.runner.packed_linears else 0):
+            with torch.inference_mode(), self._kernels(1):
                 self.plain(input_ids=torch.tensor([[7]], device=self.device), cache=cache, use_cache=True)
 
         samples = {"view8": [], "view1": [], "plain": []}
@@ -151,7 +157,7 @@ class KVBench:
 
         def step(rows: int):
             inputs = {m.in_features: torch.randn(1, rows, m.in_features, dtype=dtype, device=self.device) for m in modules}
-            with torch.inference_mode(), native_linear_step(rows if self.runner.packed_linears else 0):
+            with torch.inference_mode(), self._kernels(rows):
                 for m in modules:
                     m(inputs[m.in_features])
 

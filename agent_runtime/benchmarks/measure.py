@@ -35,7 +35,8 @@ def timed(fn) -> float:
     return time.perf_counter() - t0
 
 
-def machine_info(model_id: str, threads: int, clock: str, device: str = "cpu") -> dict:
+def machine_info(model_id: str, threads: int, clock: str, device: str = "cpu", cpu=None) -> dict:
+    """What every benchmark prints first and stores: the machine, and the CPU path it decided (`cpu`)."""
     import torch
 
     try:
@@ -51,6 +52,7 @@ def machine_info(model_id: str, threads: int, clock: str, device: str = "cpu") -
         "model": model_id,
         "device": device,
         "clock": clock,
+        **({"cpu_path": cpu.name, "cpu_decision": cpu.describe()} if cpu is not None else {}),
     }
 
 

@@ -14,7 +14,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     kv = sub.add_parser("kv", help="KV blocks and views: view vs contiguous, drop vs recompute, N streams vs 1")
     kv.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     kv.add_argument("--model", help="model path (default: the embedded SmolLM2-135M-Instruct)")
-    kv.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float32"))
+    kv.add_argument("--dtype", default="auto", choices=("auto", "bfloat16", "float32"),
+                    help="model precision (default auto: the CPU path's choice)")
     kv.add_argument("--threads", type=int, help="torch threads (default: the cores actually free)")
     kv.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     kv.add_argument("--repeats", type=int, default=15, help="timed repeats per measurement (default 15)")
@@ -29,7 +30,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     rx.add_argument("--max-tics", type=int, help="cap each episode at this many tics")
     rx.add_argument("--seed", type=int, default=0)
     rx.add_argument("--model", help="model path (default: the embedded SmolLM2-135M-Instruct)")
-    rx.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float32"))
+    rx.add_argument("--dtype", default="auto", choices=("auto", "bfloat16", "float32"),
+                    help="model precision (default auto: the CPU path's choice)")
     rx.add_argument("--threads", type=int, help="torch threads (default: the cores actually free)")
     rx.add_argument("--fixed-cost", action="store_true", help="deterministic fixed-cost clock instead of measured compute")
     rx.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="where the model and KV pool live")
@@ -38,7 +40,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     vo.add_argument("--commands", type=int, default=10, help="voice commands to speak (default 10)")
     vo.add_argument("--scenario", default="defend_the_center")
     vo.add_argument("--model", help="model (default: the embedded SmolLM2-135M-Instruct)")
-    vo.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float32"))
+    vo.add_argument("--dtype", default="auto", choices=("auto", "bfloat16", "float32"),
+                    help="model precision (default auto: the CPU path's choice)")
     vo.add_argument("--seed", type=int, default=0)
     vo.add_argument("--barge-in", default="immediate", choices=("pause_confirm", "half_duplex", "immediate"))
     vo.add_argument("--json", action="store_true")
@@ -47,7 +50,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     mem.add_argument("--frames", type=int, default=10000, help="frames to prefill in all (default 10000)")
     mem.add_argument("--scenario", default="defend_the_center")
     mem.add_argument("--model", help="model (default: the embedded SmolLM2-135M-Instruct; tiny:llama is fast)")
-    mem.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float32"))
+    mem.add_argument("--dtype", default="auto", choices=("auto", "bfloat16", "float32"),
+                    help="model precision (default auto: the CPU path's choice)")
     mem.add_argument("--fixed-cost", action="store_true", help="deterministic fixed-cost clock")
     mem.add_argument("--out", default="bench-out", help="directory for memory.json and memory.png")
     mem.add_argument("--json", action="store_true")
@@ -64,16 +68,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def _load(args, *, clock: str, threads: int | None = None, reserve: int = 0, device: str = "cpu"):
     """Threads, model and the machine header every benchmark prints first."""
     from agent_runtime.benchmarks.measure import machine_info, print_header
-    from agent_runtime.model_loader import load_model, set_threads
+    from agent_runtime.model_loader import load_for_cpu
 
     if device == "cuda":
         import torch
 
         if not torch.cuda.is_available():
             raise UserError("--device cuda: no CUDA device is available here; use --device cpu")
-    n = set_threads(threads, reserve=reserve)
-    loaded = load_model(args.model, dtype=args.dtype, tokenizer=args.bench != "kv")
-    info = machine_info(loaded.model_id, n, clock=clock, device=device)
+    loaded = load_for_cpu(args.model, dtype=args.dtype, threads=threads, reserve=reserve,
+                          tokenizer=args.bench != "kv", announce=False)  # the header says it
+    info = machine_info(loaded.model_id, loaded.cpu.threads, clock=clock, device=device, cpu=loaded.cpu)
     print_header(info)
     return loaded, info
 
@@ -89,6 +93,7 @@ def _run_kv(args) -> int:
     backend = "triton" if args.device == "cuda" else "torch"
     result = KVBench(loaded, repeats=args.repeats, device=args.device, backend=backend).run()
     result["machine"] = info
+    result["cpu_path"] = info.get("cpu_path")
     plot_streams(result, out / "kv_streams.png", f"{loaded.model_id}, {info['threads']} thread(s), {args.device}")
     result["plot"] = str(out / "kv_streams.png")
     (out / "kv.json").write_text(json.dumps(result, indent=2))
@@ -131,6 +136,7 @@ def _run_reaction(args) -> int:
                                     max_tics=args.max_tics, seed=args.seed,
                                     fixed_cost=FixedCost() if args.fixed_cost else None)
     result["machine"] = info
+    result["cpu_path"] = info.get("cpu_path")
     result["scenario"] = args.scenario
     title = f"{args.scenario}, {loaded.model_id}, {args.episodes} episodes, {info['threads']} thread(s)"
     public = write_outputs(result, out, title)
@@ -176,6 +182,7 @@ def _run_memory(args) -> int:
     samples = result.pop("_samples")
     plot_memory(samples, out / "memory.png", f"{result['frames']} frames, {loaded.model_id}, {args.scenario}")
     result["machine"] = info
+    result["cpu_path"] = info.get("cpu_path")
     (out / "memory.json").write_text(json.dumps(result, indent=2))
     if args.json:
         print(json.dumps(result))
@@ -199,6 +206,7 @@ def _run_interrupt(args) -> int:
     print_header(info)
     result = run_interrupt_bench(args.barge_ins, mode=args.mode, seed=args.seed)
     result["machine"] = info
+    result["cpu_path"] = info.get("cpu_path")
     (out / "interrupt.json").write_text(json.dumps(result, indent=2))
     if args.json:
         print(json.dumps(result))
@@ -224,6 +232,7 @@ def _run_voice(args) -> int:
         runtime = LLMRuntime.build(loaded, config, env.buttons, scenario=env.scenario)
         result = run_voice_bench(env, runtime, commands=args.commands, seed=args.seed, mode=args.barge_in)
     result["machine"] = info
+    result["cpu_path"] = info.get("cpu_path")
     if args.json:
         print(json.dumps(result))
     else:

@@ -16,7 +16,7 @@ from pathlib import Path
 from agent_runtime.commands import check_scenario, print_progress, require_expressible, writable_dir
 from agent_runtime.errors import UserError, first_line
 
-POLICIES = ("llm", "sequential", "no_think", "scripted", "random")
+POLICIES = ("llm", "sequential", "no_think", "scripted", "expert", "random")
 MODEL_POLICIES = ("llm", "sequential", "no_think")
 MODEL_SEED = 0  # tiny random models are drawn with this seed (load_model's default)
 
@@ -26,7 +26,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--episodes", type=int, default=1, help="number of episodes (default 1)")
     p.add_argument("--policy", choices=POLICIES, default="llm",
                    help="who plays: llm = the multi-stream agent (default); sequential = read-think-act with the same "
-                        "model; no_think = read-act; scripted = aim-and-shoot from labels; random")
+                        "model; no_think = read-act; scripted = aim-and-shoot from labels; expert = "
+                        "lag-aware aim with hold counts from labels; random")
     p.add_argument("--seed", type=int, help="base seed; episode k uses seed + k (default: from the config)")
     p.add_argument("--config", help="YAML run config (default configs/default.yaml)")
     p.add_argument("--clock", choices=("sync", "realtime"), help="override the config's clock")
@@ -184,7 +185,7 @@ class _ModelPlayer:
     def __init__(self, args, config, env, user_texts: dict[int, str]):
         from agent_runtime.clocks import FixedCost
         from agent_runtime.llm_episode import LLMRuntime
-        from agent_runtime.model_loader import load_model, set_threads
+        from agent_runtime.model_loader import load_for_cpu
         from agent_runtime.recording.user_script import build_user_script
 
         if config.clock != "sync":
@@ -194,10 +195,9 @@ class _ModelPlayer:
         if spec and not spec.startswith("tiny:") and not Path(spec).expanduser().exists():
             raise UserError(f"model path does not exist: {spec} (pass a safetensors directory, a .gguf file or tiny:llama)")
         self.args, self.config, self.spec = args, config, spec
-        self.threads = set_threads(args.threads or config.model.threads)
-        print(f"loading model {spec or 'embedded SmolLM2-135M-Instruct'} ({config.model.dtype}, {self.threads} thread(s))...",
-              file=sys.stderr, flush=True)
-        self.loaded = load_model(spec, dtype=config.model.dtype, seed=MODEL_SEED)
+        self.loaded = load_for_cpu(spec, dtype=config.model.dtype, threads=args.threads or config.model.threads,
+                                   seed=MODEL_SEED)
+        self.threads = self.loaded.cpu.threads
         self.runtime = LLMRuntime.build(self.loaded, config, env.buttons, scenario=env.scenario)
         self.fixed = FixedCost() if args.fixed_cost else None
         self.user_script = build_user_script(user_texts, self.runtime.grammar) if user_texts else None
@@ -210,6 +210,7 @@ class _ModelPlayer:
             self.config, policy=self.args.policy, env_seed=seed, agent_seed=seed, index=index, model_spec=self.spec,
             model_id=self.loaded.model_id, weight_hash=self.loaded.weight_hash, model_seed=MODEL_SEED,
             threads=self.threads, fixed_cost=self.fixed, think_tokens=self.think_tokens, max_tics=self.args.max_tics,
+            cpu=self.loaded.cpu,
         )
 
     def play(self, env, seed: int, recording) -> dict:
@@ -230,5 +231,5 @@ class _ModelPlayer:
             result = run_sequential_episode(played, self.runtime, think_tokens=self.think_tokens, **common)
         result.pop("reaction_samples_ms", None)
         result.update(scenario=env.scenario, policy=self.args.policy, seed=seed, model=self.loaded.model_id,
-                      threads=self.threads, wall_s=time.monotonic() - t0)
+                      threads=self.threads, cpu_path=self.loaded.cpu.name, wall_s=time.monotonic() - t0)
         return result

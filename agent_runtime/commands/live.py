@@ -36,7 +36,7 @@ def _device(value):
 def run(args: argparse.Namespace) -> int:
     from agent_runtime.config import load_config
     from agent_runtime.generation import SessionGeneration
-    from agent_runtime.model_loader import load_model, set_threads
+    from agent_runtime.model_loader import load_for_cpu
 
     config = load_config(args.config, scenario=args.scenario, clock="realtime")
     if args.seconds is not None and args.seconds <= 0:
@@ -44,8 +44,6 @@ def run(args: argparse.Namespace) -> int:
     check_scenario(config.scenario)
     window = bool(os.environ.get("DISPLAY")) and not args.no_window
     generation = SessionGeneration()
-    threads = set_threads(config.model.threads, reserve=1)  # the real-time game and audio need a core
-    loaded = load_model(args.model or config.model.path, dtype=config.model.dtype)
     voice = None
     if args.voice:  # open the sound devices first: no device is a clear error before anything is written
         from agent_runtime.voice.voice_io import VoiceIO
@@ -54,6 +52,14 @@ def run(args: argparse.Namespace) -> int:
         voice = VoiceIO(generation, mode=args.barge_in or vc.barge_in,
                         input_device=_device(args.input_device) if args.input_device else vc.input_device,
                         output_device=_device(args.output_device) if args.output_device else vc.output_device)
+    try:  # the real-time game and audio need a core
+        loaded = load_for_cpu(args.model or config.model.path, dtype=config.model.dtype,
+                              threads=config.model.threads, reserve=1)
+    except BaseException:
+        if voice is not None:
+            voice.close()
+        raise
+    threads = loaded.cpu.threads
     recordings = None
     if not args.no_record:
         from agent_runtime.recording.episode_recorder import episode_manifest
@@ -62,7 +68,8 @@ def run(args: argparse.Namespace) -> int:
         def manifest_for(index: int):
             return episode_manifest(config, policy="live", env_seed=config.seed + index, agent_seed=0, index=index,
                                     model_spec=args.model or config.model.path, model_id=loaded.model_id,
-                                    weight_hash=loaded.weight_hash, threads=threads, clock="realtime")
+                                    weight_hash=loaded.weight_hash, threads=threads, clock="realtime",
+                                    cpu=loaded.cpu)
 
         recordings = LiveRecordings(args.out or config.recordings_dir, manifest_for, scenario=config.scenario,
                                     voice=voice, announce=lambda d: print(f"recording: {d}", file=sys.stderr, flush=True))

@@ -114,14 +114,16 @@ def _play_again(recording: Recording, config, costs: list[float], env_seed: int,
                 source: str) -> tuple[EventBus, int, int]:
     """Load the recorded model (same weights, dtype, threads) and play the episode with the recorded inputs."""
     from agent_runtime.llm_episode import LLMRuntime, run_llm_episode
-    from agent_runtime.model_loader import load_model, set_threads
+    from agent_runtime.model_loader import load_for_cpu
     from agent_runtime.recording.user_script import user_script_from_events
     from envs.doom_env import DoomEnv
 
     manifest = recording.manifest
     spec = _model_spec(manifest.model_id)
-    threads = set_threads(manifest.threads or config.model.threads or 1)
-    loaded = load_model(spec, dtype=config.model.dtype, seed=int(manifest.seeds.get("model", 0)))
+    # the recorded precision and threads, whatever this CPU would pick: a rerun must compute what the run did
+    loaded = load_for_cpu(spec, dtype=config.model.dtype, threads=manifest.threads or config.model.threads or 1,
+                          seed=int(manifest.seeds.get("model", 0)), announce=False, warn=False)
+    threads = loaded.cpu.threads
     if manifest.model_weight_hash is not None and loaded.weight_hash != manifest.model_weight_hash:
         raise UserError(
             f"model {manifest.model_id} has weight hash {loaded.weight_hash}, but the recording was made with "

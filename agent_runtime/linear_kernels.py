@@ -1,0 +1,69 @@
+"""Linear layers on the kernel the CPU path chose for their row count: native GEMM/GEMV or oneDNN prepacked.
+
+Measured, not assumed (agent_runtime/cpu_path.py): on an AVX2-only EPYC, fp32 steps of 2+ rows run ~1.7x
+faster on oneDNN weights reordered once into its blocked layout than on the default GEMM; on an AVX-512 box
+bf16 1-row steps took the native gemv (~2x faster than oneDNN) and larger steps prepacked oneDNN. A
+KernelTable says which kernel each row count takes; CpuLinear dispatches per call on its input's rows (the
+LM head sees only the kept rows). The packed copy costs one more copy of the linear weights in memory; the
+parameters themselves are untouched (tied embeddings stay tied, weight hashes stay the same).
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from agent_runtime.cpu_path import KernelTable, linear_step, onednn_available
+
+PACK_ROWS_HINT = 32  # oneDNN reorders for this batch size; other row counts read the same layout
+
+
+class CpuLinear(nn.Linear):
+    """nn.Linear whose products take the kernel its table names for their row count."""
+
+    packed: torch.Tensor | None
+    table: KernelTable
+
+    @classmethod
+    def adopt(cls, linear: nn.Linear, table: KernelTable) -> "CpuLinear":
+        """Turn `linear` into a CpuLinear in place (same parameters, same module tree)."""
+        linear.__class__ = cls
+        linear.table = table
+        linear.packed = (torch.ops.mkldnn._reorder_linear_weight(linear.weight.detach(), PACK_ROWS_HINT)
+                         if "onednn" in table.kernels else None)
+        return linear
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        rows = x.numel() // x.shape[-1]
+        if (self.packed is None or x.dtype != self.packed.dtype or x.device.type != "cpu"
+                or self.table.kernel_for(rows) != "onednn"):
+            return F.linear(x, self.weight, self.bias)  # native kernels; a model moved off the CPU
+        return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
+
+
+def adopt_linears(model: nn.Module, table: KernelTable, features) -> int:
+    """Give every CPU linear of `model` the kernels of `table` (idempotent); returns how many use oneDNN.
+
+    Nothing is packed where oneDNN cannot run the model's dtype here: those linears stay plain."""
+    dtype = next(model.parameters()).dtype
+    if "onednn" not in table.kernels or not onednn_available(dtype, features):
+        return 0
+    count = 0
+    for module in model.modules():
+        if isinstance(module, CpuLinear):
+            module.table = table
+            count += 1
+        elif type(module) is nn.Linear and module.weight.device.type == "cpu":
+            CpuLinear.adopt(module, table)
+            count += 1
+    return count
+
+
+def step_kernels(table: KernelTable, rows: int):
+    """Context for one forward of `rows` rows: bf16 steps on the native kernels run with oneDNN off."""
+    if rows <= 0:
+        return contextlib.nullcontext()
+    return linear_step(table.dtype == "bfloat16" and table.kernel_for(rows) == "native")
