@@ -128,9 +128,10 @@ def free_cores() -> int:
     return max(1, allowed - busy)
 
 
-def choose_threads(threads: int | None, *, reserve: int = 0) -> int:
-    """`threads`, else the free cores minus `reserve` (real time: the game and audio threads need a core)."""
-    return threads or max(1, free_cores() - reserve)
+def choose_threads(threads: int | None) -> int:
+    """`threads`, else the cores free right now. Real-time play needs no core of its own: the game and audio
+    threads take well under half a core, and a core busy elsewhere already counts as not free."""
+    return threads or free_cores()
 
 
 # -- linear kernels -------------------------------------------------------------------------------------
@@ -354,12 +355,12 @@ def _write_cached(path: Path, features: CpuFeatures, threads: int, timings: dict
 _DECIDED: dict[tuple, CpuPath] = {}
 
 
-def cpu_path(*, dtype: str = "auto", threads: int | None = None, reserve: int = 0, use_cache: bool = True) -> CpuPath:
-    """Probe (or read the cache) and decide. `threads` None: the cores actually free, minus `reserve`."""
+def cpu_path(*, dtype: str = "auto", threads: int | None = None, use_cache: bool = True) -> CpuPath:
+    """Probe (or read the cache) and decide. `threads` None: the cores actually free."""
     if dtype not in ("auto", "float32", "bfloat16"):
         raise UserError(f"unknown dtype '{dtype}': use auto, float32 or bfloat16")
     features = detect_features()
-    n = choose_threads(threads, reserve=reserve)
+    n = choose_threads(threads)
     key = (features, n)
     if key not in _DECIDED or not use_cache:
         cache = _cache_file(features, n)

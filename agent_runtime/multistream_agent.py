@@ -4,8 +4,9 @@ Per engine step:
 1. stale work goes first: frames older than max_frame_age leave the views and are freed; pending frames
    that aged past the bound are dropped (counted), never prefilled; a decision begun in an older
    generation is abandoned;
-2. the newest pending frame is prefilled into its own block, and in the same forward the action stream
-   starts a decision on it (the frame's KV is written before attention, so the decision already sees it);
+2. the newest pending frame is prefilled into its own block (what is in view; the own status, which
+   changes rarely, gets a block of its own only when it changed), and in the same forward the action
+   stream starts a decision on it (the frame's KV is written before attention, so the decision sees it);
 3. the action stream decodes its command under the grammar, the Thinker decodes its next thought token,
    user text is prefilled, all in the same forward (prefill capped per step so reactions never wait long).
 Blocks leave the views in whole units (frames, thought paragraphs, action-log segments), so the pool and
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
-from envs.observation_text import encode_observation
+from envs.observation_text import encode_seen, encode_status
 
 from agent_runtime.action_executor import Action
 from agent_runtime.action_grammar import ActionGrammar, Command, CommandDecoder, CommandScorer
@@ -31,8 +32,8 @@ from agent_runtime.generation import SessionGeneration
 from agent_runtime.kv_block_store import Block
 from agent_runtime.model_runner import ModelRunner, StreamInput
 from agent_runtime.recording.recording import screen_hash
-from agent_runtime.prompts import (ACTION_PROMPT, COMMENTARY_PROMPT, FRAME_PREFIX, HEARD_PREFIX, THOUGHT_PROMPT,
-                                   USER_PREFIX, system_prompt)
+from agent_runtime.prompts import (ACTION_PROMPT, COMMENTARY_PROMPT, FRAME_PREFIX, HEARD_PREFIX, STATUS_PREFIX,
+                                   THOUGHT_PROMPT, USER_PREFIX, system_prompt)
 from agent_runtime.sync_world import TimedFrame
 from agent_runtime.view import View
 from agent_runtime.view_sections import ViewSections
@@ -133,7 +134,7 @@ class MultiStreamAgent:
         self.temperature = temperature
         self.prefill_tokens_per_step = prefill_tokens_per_step
         self.decisions_per_block = decisions_per_block
-        self.caps = {"actions": action_history_blocks, "user": user_blocks, "commentary": 2,
+        self.caps = {"actions": action_history_blocks, "user": user_blocks, "commentary": 2, "status": 1,
                      "thoughts": budgets.thinker_paragraphs_in_view, "frames": budgets.frames_in_view}
         self.rng = torch.Generator().manual_seed(seed)
         self.stats = AgentStats()
@@ -147,7 +148,8 @@ class MultiStreamAgent:
         self.scorer = CommandScorer(grammar, tokenizer)
 
         self.sections: dict[str, list[Block]] = {
-            k: [] for k in ("system", "user", "commentary", "thoughts", "actions", "frames")}
+            k: [] for k in ("system", "user", "commentary", "thoughts", "actions", "status", "frames")}
+        self.status_text: str | None = None  # what the newest status block says
         self.frames: deque[_FrameEntry] = deque()
         self.pending_frames: deque[TimedFrame] = deque()
         self.pending_user: deque[_TextPrefill] = deque()
@@ -163,13 +165,14 @@ class MultiStreamAgent:
         self.action = _ActionState(action_view)
         self.action_sections = ViewSections(self.action.view, [("system", None), ("user", None), ("commentary", 1),
                                                                ("thoughts", 1),
-                                                               ("actions", None), ("frames", None)])
+                                                               ("actions", None), ("status", None), ("frames", None)])
         thinker_view = View(self.store, name="thinker")
         thinker_view.start_own("thought")
         self.thinker = _ThinkerState(thinker_view, self.thought_prompt)
         self.thinker_sections = ViewSections(self.thinker.view, [("system", None), ("user", None),
                                                                  ("commentary", None), ("thoughts", None),
-                                                                 ("actions", None), ("frames", None)])
+                                                                 ("actions", None), ("status", None),
+                                                                 ("frames", None)])
         self._sync_views()
 
     # -- inputs from the world and the user ------------------------------------------------------
@@ -216,17 +219,18 @@ class MultiStreamAgent:
 
         if self.pending_frames:
             timed = self.pending_frames.pop()  # the newest; older pending frames age out and are dropped
-            tokens = self._encode(FRAME_PREFIX + encode_observation(timed.frame))
+            status_tokens = self._status_input(timed, inputs, roles, scratch_views)
+            tokens = self._encode(FRAME_PREFIX + encode_seen(timed.frame))
             block = self.store.create(f"frame{timed.frame.tic}")  # prefilled on its own: it sees only itself
             view = View(self.store, own=block, name="frame")
             scratch_views.append(view)
             inputs.append(StreamInput(view, tokens, logits="none"))
             roles.append("frame")
-            budget -= len(tokens)
+            budget -= len(tokens) + status_tokens
             self.frames.append(_FrameEntry(block, timed))
             self.stats.frames_prefilled += 1
             self._emit("frame_prefilled", "frames", tic=timed.frame.tic, sim_ms=now_ms,
-                       age_ms=now_ms - timed.read_ms, tokens=len(tokens))
+                       age_ms=now_ms - timed.read_ms, tokens=len(tokens), status_tokens=status_tokens)
             self._cap_frames()
         for queue, section, role in ((self.pending_user, "user", "user"),
                                      (self.pending_heard, "commentary", "heard")):  # heard speech only
@@ -295,6 +299,22 @@ class MultiStreamAgent:
         self._emit("engine_step", "engine", generation=gen, sim_ms=now_ms, batch=batch,
                    compute_ms=measured * 1000.0, pool_used_pages=self.store.used_pages)
         return StepOutcome(actions, measured, decode_rows, prefill_tokens, batch)
+
+    def _status_input(self, timed: TimedFrame, inputs: list, roles: list, scratch_views: list) -> int:
+        """A new status block when the frame's status differs from the newest one (most frames: no tokens)."""
+        text = encode_status(timed.frame)
+        if text == self.status_text:
+            return 0
+        tokens = self._encode(STATUS_PREFIX + text)
+        block = self.store.create("status")  # prefilled on its own, like a frame
+        view = View(self.store, own=block, name="status")
+        scratch_views.append(view)
+        inputs.append(StreamInput(view, tokens, logits="none"))
+        roles.append("status")
+        self.status_text = text
+        self.sections["status"].append(block)
+        self._cap("status")
+        return len(tokens)
 
     # -- action stream -----------------------------------------------------------------------------
     def _action_inputs(self, gen: int) -> list[tuple[str, StreamInput]]:
@@ -463,7 +483,7 @@ class MultiStreamAgent:
         for entry in self.frames:
             self.store.release(entry.block)
         self.frames.clear()
-        for name in ("system", "user", "commentary", "thoughts", "actions"):
+        for name in ("system", "user", "commentary", "thoughts", "actions", "status"):
             for b in self.sections[name]:
                 self.store.release(b)
             self.sections[name] = []

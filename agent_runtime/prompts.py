@@ -13,7 +13,8 @@ def system_prompt(scenario: str, commands: str) -> str:
     )
 
 
-FRAME_PREFIX = "\n"  # frame lines are the bare observation: every token is reaction time
+FRAME_PREFIX = "\n"  # frame lines are what is in view, bare: every token is reaction time
+STATUS_PREFIX = "\n"  # the own status ("hp 100 ammo 26") sits in a block of its own, renewed when it changes
 THOUGHT_PROMPT = "\nThought:"
 ACTION_PROMPT = "\nAct:"
 USER_PREFIX = "\nUser: "

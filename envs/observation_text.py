@@ -84,9 +84,17 @@ def describe_object(frame: Frame, obj: ObjectLabel) -> str:
     return f"{short_name(obj.name)} {side} {abs(bearing):.0f} {distance_band(distance_units(frame, obj))}"
 
 
+def encode_status(frame: Frame) -> str:
+    """Own status: "hp H ammo A" (changes rarely: a reader may keep it apart from what it sees)."""
+    return f"hp {frame.health:.0f} ammo {frame.ammo:.0f}"
+
+
+def encode_seen(frame: Frame, *, privileged: bool = False, max_objects: int = MAX_OBJECTS) -> str:
+    """What is in view: "obj side deg band; ..." nearest first, or "nothing in view"."""
+    objects = visible_objects(frame, privileged=privileged)[:max_objects]
+    return "; ".join(describe_object(frame, o) for o in objects) if objects else "nothing in view"
+
+
 def encode_observation(frame: Frame, *, privileged: bool = False, max_objects: int = MAX_OBJECTS) -> str:
     """One line: "hp H ammo A | obj side deg band; ..." (or "| nothing in view")."""
-    status = f"hp {frame.health:.0f} ammo {frame.ammo:.0f}"
-    objects = visible_objects(frame, privileged=privileged)[:max_objects]
-    seen = "; ".join(describe_object(frame, o) for o in objects) if objects else "nothing in view"
-    return f"{status} | {seen}"
+    return f"{encode_status(frame)} | {encode_seen(frame, privileged=privileged, max_objects=max_objects)}"

@@ -75,7 +75,7 @@ def test_the_demo_episode_acts_on_this_cpu_path():
     assert "cpu path " in proc.stderr.splitlines()[0]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["cpu_path"].split("-")[1] in ("fp32", "bf16")
-    assert result["actions_executed"] > 5 and result["actions_executed"] >= 4 * result["actions_fenced"]
+    assert result["actions_executed"] > 5 and result["actions_executed"] > result["actions_fenced"]
 
 
 def test_readable_output_with_random_policy():

@@ -44,7 +44,7 @@ def machine_info(model_id: str, threads: int, clock: str, device: str = "cpu", c
     except AttributeError:
         cores = os.cpu_count()
     return {
-        "cpu": platform.processor() or platform.machine(),
+        "cpu": (cpu.features.model_name if cpu is not None else "") or platform.processor() or platform.machine(),
         "cores": cores,
         "threads": threads,
         "torch": torch.__version__,

@@ -43,6 +43,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     vo.add_argument("--dtype", default="auto", choices=("auto", "bfloat16", "float32"),
                     help="model precision (default auto: the CPU path's choice)")
     vo.add_argument("--seed", type=int, default=0)
+    vo.add_argument("--threads", type=int, help="torch threads (default: the cores actually free)")
     vo.add_argument("--barge-in", default="immediate", choices=("pause_confirm", "half_duplex", "immediate"))
     vo.add_argument("--json", action="store_true")
 
@@ -65,7 +66,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     it.add_argument("--json", action="store_true", help="print the result as one JSON object on stdout")
 
 
-def _load(args, *, clock: str, threads: int | None = None, reserve: int = 0, device: str = "cpu"):
+def _load(args, *, clock: str, threads: int | None = None, device: str = "cpu"):
     """Threads, model and the machine header every benchmark prints first."""
     from agent_runtime.benchmarks.measure import machine_info, print_header
     from agent_runtime.model_loader import load_for_cpu
@@ -75,7 +76,7 @@ def _load(args, *, clock: str, threads: int | None = None, reserve: int = 0, dev
 
         if not torch.cuda.is_available():
             raise UserError("--device cuda: no CUDA device is available here; use --device cpu")
-    loaded = load_for_cpu(args.model, dtype=args.dtype, threads=threads, reserve=reserve,
+    loaded = load_for_cpu(args.model, dtype=args.dtype, threads=threads,
                           tokenizer=args.bench != "kv", announce=False)  # the header says it
     info = machine_info(loaded.model_id, loaded.cpu.threads, clock=clock, device=device, cpu=loaded.cpu)
     print_header(info)
@@ -225,8 +226,8 @@ def _run_voice(args) -> int:
     if args.commands < 1:
         raise UserError(f"--commands must be at least 1 (got {args.commands})")
     check_scenario(args.scenario)
-    # reserve a core: the real-time game, microphone and recognizer need one
-    loaded, info = _load(args, clock="realtime (ASYNC_PLAYER, device-free audio in real time)", reserve=1)
+    # the free cores, as in live: the real-time game and audio take well under half a core
+    loaded, info = _load(args, clock="realtime (ASYNC_PLAYER, device-free audio in real time)", threads=args.threads)
     config = load_config(scenario=args.scenario, clock="realtime")
     with DoomEnv(args.scenario, clock="realtime", seed=args.seed) as env:
         runtime = LLMRuntime.build(loaded, config, env.buttons, scenario=env.scenario)
