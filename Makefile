@@ -6,7 +6,14 @@ STAMP   := $(VENV)/.installed
 APT_PKGS := libportaudio2 espeak-ng libespeak-ng1 flite
 PYTEST_ARGS ?=
 
-.PHONY: demo test test-cpu-paths install system-deps clean
+DAGGER_SCENARIO ?= defend_the_center
+DAGGER_ROUNDS   ?= 3
+DAGGER_EPISODES ?= 10
+DAGGER_STEPS    ?= 300
+DAGGER_DIR      ?= dagger-out
+DAGGER_ARGS     ?=
+
+.PHONY: demo test test-cpu-paths dagger install system-deps clean
 
 demo: install
 	$(VENV)/bin/agent-runtime episode --scenario defend_the_center --episodes 1
@@ -24,6 +31,17 @@ test-cpu-paths: install
 	else \
 	  echo "skipped: the forced AVX-512 pass (this CPU has no AVX-512; its own path, AVX2, is the full run)"; \
 	fi
+
+# DAgger rounds: the agent plays with the newest adapter, the expert labels its decisions, train on all data so far.
+dagger: install
+	@set -e; data=""; adapter=none; \
+	for r in $$(seq 1 $(DAGGER_ROUNDS)); do \
+	  $(VENV)/bin/agent-runtime collect --scenario $(DAGGER_SCENARIO) --episodes $(DAGGER_EPISODES) \
+	    --seed $$((r * 1000)) --adapter $$adapter --out $(DAGGER_DIR)/data-round$$r $(DAGGER_ARGS); \
+	  data="$$data $(DAGGER_DIR)/data-round$$r"; \
+	  $(VENV)/bin/agent-runtime train --data $$data --out $(DAGGER_DIR)/adapter-round$$r --steps $(DAGGER_STEPS); \
+	  adapter=$(DAGGER_DIR)/adapter-round$$r; \
+	done; echo "newest adapter: $$adapter"
 
 install: $(STAMP)
 

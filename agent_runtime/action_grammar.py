@@ -173,14 +173,19 @@ class CommandScorer:
             inputs.append(StreamInput(branch, tokens, logits="all"))
         return inputs
 
-    def best(self, prompt_logits, branch_logits: list) -> tuple[Command, list[int]]:
-        """The most likely command given the prompt's last logits and each branch's rows."""
+    def scores(self, prompt_logits, branch_logits: list) -> list[float]:
+        """Each candidate's summed log-probability, in `candidates` order (what training imitates)."""
         first = _log_softmax(prompt_logits)  # once per decision, not once per candidate
         rows = [_log_softmax(b) for b in branch_logits]
         scores = []
         for _, tokens in self.candidates:
             branch = rows[self.branch_index[tuple(tokens[:-1])]] if len(tokens) > 1 else None
             scores.append(_summed_logprob(first, branch, tokens))
+        return scores
+
+    def best(self, prompt_logits, branch_logits: list) -> tuple[Command, list[int]]:
+        """The most likely command given the prompt's last logits and each branch's rows."""
+        scores = self.scores(prompt_logits, branch_logits)
         best = max(range(len(scores)), key=scores.__getitem__)
         command, tokens = self.candidates[best]
         return command, list(tokens)

@@ -16,6 +16,8 @@ COMMANDS = {
     "transcribe": "Transcribe voice commands in a WAV file with the live VAD + grammar pipeline.",
     "replay": "Check a recording: replay its .lmp and compare frames with its events (--video, --rerun).",
     "timeline": "Draw a recording's events as a swimlane PNG.",
+    "collect": "DAgger data: the agent plays, the lag-aware expert labels each decision (view tokens + commands).",
+    "train": "Train a LoRA adapter on collected data: the model learns to score the expert's command highest.",
 }
 
 

@@ -52,6 +52,7 @@ class ModelConfig(_Strict):
     """Which weights to run and how. path=None means the embedded SmolLM2-135M-Instruct."""
 
     path: str | None = None
+    adapter: str | None = None  # a LoRA adapter directory from `agent-runtime train`, merged at load; None: none
     dtype: Literal["auto", "float32", "bfloat16"] = "auto"  # auto: the CPU path's choice (agent_runtime/cpu_path.py)
     threads: int | None = Field(None, ge=1, description="torch threads; None = the cores actually free")
 

@@ -48,11 +48,12 @@ def run_llm_episode(env: DoomEnv, runtime: LLMRuntime, *, seed: int | None = Non
                     fixed_cost: FixedCost | None = None, bus: EventBus | None = None, think: bool = True,
                     user_script: dict[int, tuple[str, object]] | None = None, progress=None,
                     record_path: str | None = None, agent_seed: int = 0,
-                    replay_costs: list[float] | None = None) -> dict:
+                    replay_costs: list[float] | None = None, on_decision=None) -> dict:
     """Play one episode with the multi-stream agent; return its result and timing metrics.
 
     user_script: {engine step index: (text, Command | None)} typed user commands injected during play.
     replay_costs: charge these step costs (ms, in order) instead of measuring, to re-run a recording exactly.
+    on_decision: the agent's decision hook (MultiStreamAgent), for data collection.
     """
     config = runtime.config
     clock = SessionClock(fixed_cost)
@@ -63,7 +64,7 @@ def run_llm_episode(env: DoomEnv, runtime: LLMRuntime, *, seed: int | None = Non
     executor = ActionExecutor(world, generation, max_action_age_ms=config.budgets.max_action_age_ms, bus=bus)
     options = {**engine_options(config.engine), "think": think and config.engine.think}
     agent = MultiStreamAgent(runtime.runner, runtime.loaded.tokenizer, runtime.grammar, config.budgets, generation,
-                             scenario=env.scenario, bus=bus, seed=agent_seed, **options)
+                             scenario=env.scenario, bus=bus, seed=agent_seed, on_decision=on_decision, **options)
     pool_peak = runtime.store.used_pages
     try:
         first = env.new_episode(record_path, seed=seed)

@@ -42,6 +42,8 @@ class LoadedModel:
     model_id: str
     weight_hash: str
     cpu: object = None  # the CpuPath it was loaded for (agent_runtime/cpu_path.py), when loaded on a CPU path
+    adapter: object = None  # the AdapterInfo merged into the weights (agent_runtime/adapters.py), if any
+    base_weight_hash: str = ""  # the weights before an adapter was merged (equals weight_hash without one)
 
     @property
     def config(self):
@@ -234,7 +236,7 @@ def _portable_init(model: torch.nn.Module, seed: int, *, std: float) -> None:
 
 
 def load_for_cpu(spec: str | None = None, *, dtype: str = "auto", threads: int | None = None, seed: int = 0,
-                 tokenizer: bool = True, announce: bool = True, warn: bool = True) -> LoadedModel:
+                 tokenizer: bool = True, announce: bool = True, warn: bool = True, adapter: str | None = None) -> LoadedModel:
     """Decide the CPU path (precision, kernels, threads), apply it, print it in the loading line, and load.
 
     dtype "auto" takes the precision the probe found fastest among those this CPU runs natively."""
@@ -245,17 +247,24 @@ def load_for_cpu(spec: str | None = None, *, dtype: str = "auto", threads: int |
     if announce:
         print(f"loading model {spec or 'embedded ' + EMBEDDED_MODEL_ID} ({path.describe()})...",
               file=sys.stderr, flush=True)
-    loaded = load_model(spec, dtype=path.dtype, seed=seed, tokenizer=tokenizer)
+    loaded = load_model(spec, dtype=path.dtype, seed=seed, tokenizer=tokenizer, adapter=adapter)
     loaded.cpu = path
     return loaded
 
 
-def load_model(spec: str | None = None, *, dtype: str = "auto", seed: int = 0, tokenizer: bool = True) -> LoadedModel:
+def load_model(spec: str | None = None, *, dtype: str = "auto", seed: int = 0, tokenizer: bool = True,
+               adapter: str | None = None) -> LoadedModel:
     """spec: None (embedded default), a directory with config.json + safetensors, a .gguf file, or tiny:<arch>.
 
     Tiny random models borrow the embedded tokenizer (same vocabulary size); tokenizer=False skips it.
     dtype "auto": the precision this machine's CPU path chose (agent_runtime/cpu_path.py).
+    adapter: a LoRA adapter directory from `agent-runtime train`, merged into the weights ("none" or None: no adapter).
     """
+    info = None
+    if adapter not in (None, "none"):
+        from agent_runtime.adapters import read_adapter
+
+        info = read_adapter(adapter)  # before the model loads: a bad adapter fails fast
     from transformers import AutoModelForCausalLM
 
     _quiet_transformers()
@@ -304,6 +313,13 @@ def load_model(spec: str | None = None, *, dtype: str = "auto", seed: int = 0, t
         except (OSError, ValueError) as e:
             raise UserError(f"could not load model from {path}: {first_line(e)}") from None
     check_supported(model.config)
+    base_hash = _weight_hash(model)
+    if info is not None:
+        from agent_runtime.adapters import merge_adapter
+
+        model = merge_adapter(model, info, base_hash)
     model.eval()
     model.requires_grad_(False)
-    return LoadedModel(model=model, tokenizer=tokenizer, model_id=model_id, weight_hash=_weight_hash(model))
+    return LoadedModel(model=model, tokenizer=tokenizer, model_id=model_id,
+                       weight_hash=_weight_hash(model) if info is not None else base_hash, adapter=info,
+                       base_weight_hash=base_hash)

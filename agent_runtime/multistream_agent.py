@@ -114,10 +114,13 @@ class MultiStreamAgent:
                  think: bool = True, temperature: float = 0.8, prefill_tokens_per_step: int = 96,
                  decisions_per_block: int = 8, action_history_blocks: int = 1, user_blocks: int = 2,
                  decision_mode: str = "score", commentary: bool = False, on_sentence=None,
-                 commentary_interval_ms: float = 4000.0, commentary_max_tokens: int = 24):
+                 commentary_interval_ms: float = 4000.0, commentary_max_tokens: int = 24, on_decision=None):
         """decision_mode: "score" decides a command in ONE forward by scoring every command's tokens as
         parallel branches over the same view (exact: the prompt's KV is written before the branches attend);
-        "decode" walks the grammar token by token and also lets the model choose a tic count."""
+        "decode" walks the grammar token by token and also lets the model choose a tic count.
+        on_decision(view_tokens, timed_frame, command): called at every decision with the tokens the action
+        stream's view read (data collection)."""
+        self.on_decision = on_decision
         if decision_mode not in ("score", "decode"):
             raise ValueError(f"decision_mode must be 'score' or 'decode', not {decision_mode!r}")
         self.decision_mode = decision_mode
@@ -358,6 +361,8 @@ class MultiStreamAgent:
             a.decoder = None
         a.decisions_in_block += 1
         self.stats.decisions += 1
+        if self.on_decision is not None:
+            self.on_decision(a.view.token_ids(), a.frame, command)
         action = Action(command, a.generation, a.frame.frame.tic, a.frame.read_ms, self.now_ms)
         self._emit("action_emitted", "action", generation=a.generation, tic=a.frame.frame.tic, sim_ms=self.now_ms,
                    command=command.text, frame_tic=a.frame.frame.tic)

@@ -1,0 +1,60 @@
+"""LoRA adapters written by `agent-runtime train`: checked, then merged into the weights at load.
+
+Merged once, an adapter costs nothing per engine step (the linears keep their shapes and kernels). An adapter
+names the base weights it was trained on; loading it onto other weights is refused, and a missing or corrupt
+adapter is one clear error.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from agent_runtime.errors import UserError, first_line
+
+ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors", "manifest.json")
+
+
+@dataclass(frozen=True)
+class AdapterInfo:
+    path: str
+    hash: str  # blake2b of the adapter weights: what manifests and caches key on
+    base_weight_hash: str
+    held_out_accuracy: float | None
+
+    def summary(self) -> dict:
+        return asdict(self)
+
+
+def read_adapter(path: str | Path) -> AdapterInfo:
+    """The adapter at `path`, its files present and readable; anything else is a UserError."""
+    path = Path(path).expanduser()
+    missing = [name for name in ADAPTER_FILES if not (path / name).is_file()]
+    if missing:
+        raise UserError(f"adapter {path}: {', '.join(missing)} missing; pass a directory written by `agent-runtime "
+                        "train`, or --adapter none")
+    try:
+        manifest = json.loads((path / "manifest.json").read_text())
+        base = str(manifest["base_weight_hash"])
+    except (ValueError, KeyError, TypeError) as e:
+        raise UserError(f"adapter {path}: manifest.json is unreadable ({first_line(e)}); train the adapter again") from None
+    h = hashlib.blake2b(digest_size=8)
+    h.update((path / "adapter_model.safetensors").read_bytes())
+    accuracy = (manifest.get("held_out") or {}).get("accuracy")
+    return AdapterInfo(str(path.resolve()), h.hexdigest(), base, accuracy)
+
+
+def merge_adapter(model, info: AdapterInfo, base_weight_hash: str):
+    """The model with the adapter merged into its weights (peft's merge_and_unload)."""
+    if info.base_weight_hash != base_weight_hash:
+        raise UserError(f"adapter {info.path} was trained on weights {info.base_weight_hash}, not on this model's "
+                        f"{base_weight_hash}; pass the base model it was trained on, or --adapter none")
+    from peft import PeftModel
+
+    try:
+        merged = PeftModel.from_pretrained(model, info.path).merge_and_unload()
+    except Exception as e:  # safetensors/peft errors on a damaged file
+        raise UserError(f"adapter {info.path} cannot be loaded ({first_line(e)}); train it again or pass --adapter none") from None
+    return merged

@@ -1,0 +1,97 @@
+"""`agent-runtime collect`: DAgger data from the runtime itself. The multi-stream agent plays as it is; the
+lag-aware expert labels each of its decisions; the view tokens and both commands go to an append-only data set.
+
+Run it again on the same --out to resume: a run killed mid-episode loses only that episode, which is played
+again; finished episodes are never touched.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from agent_runtime.commands import check_scenario, require_expressible, writable_dir
+from agent_runtime.errors import UserError
+
+MODEL_SEED = 0
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--scenario", default="defend_the_center", help="scenario name or .cfg (default defend_the_center)")
+    p.add_argument("--episodes", type=int, required=True, help="episodes the data set should hold in all")
+    p.add_argument("--out", required=True, help="data set directory (created, or resumed when it exists)")
+    p.add_argument("--seed", type=int, default=0, help="episode i plays seed SEED + i (default 0)")
+    p.add_argument("--model", help="model (default: the embedded SmolLM2-135M-Instruct)")
+    p.add_argument("--adapter", help="LoRA adapter the agent plays with (DAgger: the newest one; default none)")
+    p.add_argument("--max-tics", type=int, help="stop each episode after this many tics")
+    p.add_argument("--threads", type=int, help="torch threads (default: the cores actually free)")
+    p.add_argument("--fixed-cost", action="store_true",
+                   help="charge each engine step a fixed cost per token instead of its measured compute time")
+
+
+def _manifest(args, loaded, config, buttons) -> dict:
+    return {
+        "scenario": args.scenario, "buttons": list(buttons), "model_id": loaded.model_id,
+        "model_weight_hash": loaded.base_weight_hash,  # what `train` puts adapters on
+        "adapter": loaded.adapter.hash if loaded.adapter else None, "expert": "expert", "seed": args.seed, "max_tics": args.max_tics,
+        "clock": "fixed_cost" if args.fixed_cost else "compute", "cpu_path": loaded.cpu.summary(),
+        "config": config.model_dump(), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    from agent_runtime.clocks import FixedCost
+    from agent_runtime.config import load_config
+    from agent_runtime.events import EventBus
+    from agent_runtime.llm_episode import LLMRuntime, run_llm_episode
+    from agent_runtime.model_loader import load_for_cpu
+    from agent_runtime.training.decision_log import DecisionLog
+    from agent_runtime.training.expert_labeler import ExpertLabeler
+    from envs.doom_env import DoomEnv
+
+    if args.episodes < 1:
+        raise UserError(f"--episodes must be at least 1 (got {args.episodes})")
+    if args.max_tics is not None and args.max_tics < 1:
+        raise UserError(f"--max-tics must be at least 1 (got {args.max_tics})")
+    check_scenario(args.scenario)
+    out = writable_dir(args.out, "--out")
+    config = load_config(scenario=args.scenario, seed=args.seed)
+    loaded = load_for_cpu(args.model or config.model.path, dtype=config.model.dtype,
+                          threads=args.threads or config.model.threads, seed=MODEL_SEED,
+                          adapter=args.adapter or config.model.adapter)
+    with DoomEnv(args.scenario, resolution=config.resolution, seed=args.seed) as env:
+        require_expressible(env)
+        runtime = LLMRuntime.build(loaded, config, env.buttons, scenario=env.scenario)
+        log = DecisionLog(out, _manifest(args, loaded, config, env.buttons))
+        try:
+            if log.next_episode:
+                print(f"resuming {out}: {log.next_episode} episode(s) already collected", file=sys.stderr, flush=True)
+            labeler = ExpertLabeler(env.buttons, log, screen_width=env.resolution[1])
+            bus = EventBus("collect", keep=False)
+            bus.sinks.append(labeler)
+            for index in range(log.next_episode, args.episodes):
+                _collect_episode(env, runtime, log, labeler, bus, index, args,
+                                 FixedCost() if args.fixed_cost else None, run_llm_episode)
+        finally:
+            log.close()
+    print(f"{out}: {len(log.episodes)} episode(s), {sum(e['decisions'] for e in log.episodes)} decisions",
+          flush=True)
+    return 0
+
+
+def _collect_episode(env, runtime, log, labeler, bus, index: int, args, fixed_cost, run_llm_episode) -> None:
+    seed = args.seed + index
+    labeler.start_episode(index)
+    t0 = time.monotonic()
+    result = run_llm_episode(env, runtime, seed=seed, agent_seed=seed, max_tics=args.max_tics,
+                             fixed_cost=fixed_cost, bus=bus, on_decision=labeler.on_decision)
+    summary = {"episode": index, "seed": seed, "decisions": labeler.decisions,
+               "agreement": labeler.agreed / labeler.decisions if labeler.decisions else None,
+               "kills": result["kills"], "reward": result["reward"], "tics": result["tics"],
+               "actions_executed": result["actions_executed"], "actions_fenced": result["actions_fenced"]}
+    log.finish_episode(summary)
+    agreement = "n/a" if summary["agreement"] is None else f"{summary['agreement']:.0%}"
+    print(f"[{index + 1}/{args.episodes}] {labeler.decisions} decisions, model agrees with the expert on "
+          f"{agreement}, {result['kills']} kills, {result['tics']} tics, {time.monotonic() - t0:.1f} s",
+          file=sys.stderr, flush=True)

@@ -1,0 +1,166 @@
+"""`agent-runtime train`: a LoRA adapter that makes the model score the expert's command highest.
+
+Reads DAgger data sets (`agent-runtime collect`), trains LoRA adapters with peft on the upper layers of the
+model the data was collected with (float32), class-balanced cross-entropy over the action stream's
+candidate commands, fixed seeds. Writes ADAPTER/ (peft's adapter_model.safetensors and adapter_config.json),
+ADAPTER/manifest.json (data hashes, base weight hash, settings, held-out accuracy per command, the curves)
+and ADAPTER/training.png; written into a temporary directory first and renamed, so a killed run leaves no
+half adapter.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from agent_runtime.errors import UserError
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data", nargs="+", required=True, metavar="DIR", help="data set directories from `collect`")
+    p.add_argument("--out", required=True, metavar="ADAPTER", help="directory to write the adapter to")
+    p.add_argument("--model", help="base model (default: the one the data was collected with)")
+    p.add_argument("--steps", type=int, default=300, help="optimizer steps (default 300)")
+    p.add_argument("--batch", type=int, default=8, help="examples per step (default 8)")
+    p.add_argument("--lr", type=float, default=3e-4, help="AdamW learning rate (default 3e-4)")
+    p.add_argument("--rank", type=int, default=16, help="LoRA rank (default 16)")
+    p.add_argument("--layers-from", type=int, help="first layer with adapters (default: the upper half)")
+    p.add_argument("--held-out", type=float, default=0.1, help="fraction of episodes held out (default 0.1)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, help="torch threads (default: the cores actually free)")
+    p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+
+
+def _data_sets(dirs: list[str]) -> tuple[list[dict], list[list[dict]], str]:
+    """Manifests, decisions and a hash of the data (the complete episodes' bytes) of every data set."""
+    from agent_runtime.training.decision_log import DECISIONS, MANIFEST, read_decisions
+
+    manifests, decisions = [], []
+    h = hashlib.sha256()
+    for d in dirs:
+        rows = read_decisions(d)  # a directory that is no data set is a clear error
+        manifests.append(json.loads((Path(d) / MANIFEST).read_text()))
+        decisions.append(rows)
+        size = os.path.getsize(Path(d) / DECISIONS)
+        with open(Path(d) / DECISIONS, "rb") as f:
+            h.update(f.read(size))
+    for key in ("buttons", "model_weight_hash"):
+        if len({json.dumps(m.get(key)) for m in manifests}) > 1:
+            raise UserError(f"the data sets differ in {key}; train on data of one scenario's buttons and one base model")
+    if not any(decisions):
+        raise UserError("the data sets hold no complete episode yet; run `agent-runtime collect` first")
+    return manifests, decisions, h.hexdigest()[:16]
+
+
+def _check_args(args) -> None:
+    for name in ("steps", "batch", "rank"):
+        if getattr(args, name) < 1:
+            raise UserError(f"--{name} must be at least 1 (got {getattr(args, name)})")
+    if not 0 < args.held_out < 1:
+        raise UserError(f"--held-out must be between 0 and 1 (got {args.held_out})")
+    if args.device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise UserError("--device cuda: no CUDA device is available here; use --device cpu")
+
+
+def run(args: argparse.Namespace) -> int:
+    from agent_runtime.action_grammar import ActionGrammar
+    from agent_runtime.commands import writable_dir
+    from agent_runtime.model_loader import load_for_cpu
+    from agent_runtime.training.command_scores import Candidates
+    from agent_runtime.training.lora_trainer import Example, TrainSettings, evaluate, split, train, with_adapters
+
+    _check_args(args)
+    manifests, decisions, data_hash = _data_sets(args.data)
+    out = Path(args.out)
+    writable_dir(str(out.parent if str(out.parent) else "."), "--out")
+    spec = args.model or (manifests[0]["model_id"] if manifests[0]["model_id"] != "SmolLM2-135M-Instruct" else None)
+    loaded = load_for_cpu(spec, dtype="float32", threads=args.threads)
+    if loaded.base_weight_hash != manifests[0]["model_weight_hash"]:
+        raise UserError(f"the data was collected with weights {manifests[0]['model_weight_hash']}, but {loaded.model_id} "
+                        f"has {loaded.base_weight_hash}; pass the base model the data came from with --model")
+    grammar = ActionGrammar(tuple(manifests[0]["buttons"]), loaded.tokenizer, scenario=manifests[0]["scenario"])
+    candidates = Candidates.from_grammar(grammar, loaded.tokenizer)
+    examples = [Example(row["tokens"], candidates.names.index(row["label"]), (d, row["episode"]))
+                for d, rows in zip(args.data, decisions) for row in rows]
+    settings = TrainSettings(steps=args.steps, batch=args.batch, lr=args.lr, rank=args.rank,
+                             layers_from=args.layers_from, held_out=args.held_out, seed=args.seed)
+    train_set, test_set = split(examples, settings.held_out, settings.seed)
+    model = with_adapters(loaded.model.to(args.device), settings)
+    pad = loaded.tokenizer.pad_token_id or 0
+    before = evaluate(model, test_set, candidates, batch=settings.batch, pad_id=pad)
+    print(f"{len(train_set)} training and {len(test_set)} held-out decisions; held-out accuracy untrained "
+          f"{before['accuracy']:.1%}", file=sys.stderr, flush=True)
+    t0 = time.monotonic()
+    history = train(model, train_set, test_set, candidates, settings, pad_id=pad, progress=_progress_bar(settings.steps))
+    after = evaluate(model, test_set, candidates, batch=settings.batch, pad_id=pad)
+    manifest = {
+        "format_version": 1, "base_model_id": loaded.model_id, "base_weight_hash": loaded.weight_hash,
+        "data": [str(Path(d).resolve()) for d in args.data], "data_hash": data_hash,
+        "scenarios": sorted({m["scenario"] for m in manifests}), "buttons": manifests[0]["buttons"],
+        "candidates": list(candidates.names), "settings": settings.__dict__, "train_decisions": len(train_set),
+        "held_out_decisions": len(test_set), "held_out_untrained": before, "held_out": after,
+        "train_seconds": round(time.monotonic() - t0, 1), "device": args.device, "history": history.as_dict(),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+    _write_adapter(model, out, manifest)
+    print(f"{out}: held-out accuracy {before['accuracy']:.1%} -> {after['accuracy']:.1%} "
+          f"({', '.join(f'{k} {v:.0%}' for k, v in after['per_command'].items())}); plot {out / 'training.png'}",
+          flush=True)
+    return 0
+
+
+def _progress_bar(steps: int):
+    from tqdm import tqdm
+
+    bar = tqdm(total=steps, desc="train", file=sys.stderr, dynamic_ncols=True, mininterval=1.0)
+    state = {"acc": None}
+
+    def update(step: int, loss: float, accuracy: float | None) -> None:
+        if accuracy is not None:
+            state["acc"] = accuracy
+        bar.set_postfix(loss=f"{loss:.3f}", held_out="n/a" if state["acc"] is None else f"{state['acc']:.1%}")
+        bar.update(1)
+        if step == steps:
+            bar.close()
+
+    return update
+
+
+def _write_adapter(model, out: Path, manifest: dict) -> None:
+    tmp = out.with_name(out.name + f".tmp{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(str(tmp))
+    (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    _plot(manifest["history"], tmp / "training.png", manifest)
+    shutil.rmtree(out, ignore_errors=True)
+    os.replace(tmp, out)
+
+
+def _plot(history: dict, path: Path, manifest: dict) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    ax.plot(history["steps"], history["losses"], color="tab:blue", alpha=0.6, label="training loss")
+    ax.set_xlabel("step")
+    ax.set_ylabel("cross-entropy over commands")
+    twin = ax.twinx()
+    twin.plot(history["eval_steps"], history["accuracies"], color="tab:green", marker="o", label="held-out accuracy")
+    twin.set_ylim(0, 1)
+    twin.set_ylabel("held-out accuracy")
+    ax.set_title(f"LoRA imitation: {', '.join(manifest['scenarios'])}, {manifest['base_model_id']}")
+    fig.legend(loc="upper right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -1,0 +1,122 @@
+"""The DAgger data set on disk: one JSON line per decision, one per finished episode, and a manifest.
+
+decisions.jsonl holds, per decision of the action stream, the exact tokens its view read (system prompt,
+user text, thoughts, action log, status, frames, the action prompt: what a plain model would read), the
+command the model chose and the expert's label for the same frame. episodes.jsonl gets a line when an
+episode is complete, with the byte length decisions.jsonl had then. Both are append-only and flushed per
+line, so a killed run leaves readable files; a resumed run cuts decisions.jsonl back to the last complete
+episode (the partial one is played again) and goes on with the next episode.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from agent_runtime.errors import UserError, first_line
+
+FORMAT_VERSION = 1
+DECISIONS = "decisions.jsonl"
+EPISODES = "episodes.jsonl"
+MANIFEST = "manifest.json"
+IDENTITY_KEYS = ("scenario", "model_id", "model_weight_hash", "adapter")  # a resumed run must match these
+
+
+@dataclass
+class Decision:
+    episode: int
+    frame_tic: int
+    tokens: list[int]
+    chosen: str  # the model's command (button name or NOOP)
+    label: str  # the expert's command for the same frame
+    label_tics: int
+
+    def to_json(self) -> str:
+        return json.dumps({"episode": self.episode, "frame_tic": self.frame_tic, "chosen": self.chosen,
+                           "label": self.label, "label_tics": self.label_tics, "tokens": self.tokens})
+
+
+def _read_lines(path: Path) -> list[dict]:
+    """Complete JSON lines; a torn last line (a kill mid-write) is left out."""
+    if not path.is_file():
+        return []
+    out = []
+    lines = path.read_bytes().split(b"\n")
+    for number, raw in enumerate(lines, 1):
+        if not raw.strip():
+            continue
+        try:
+            out.append(json.loads(raw))
+        except ValueError as e:
+            if number == len(lines):  # the last line, cut short
+                break
+            raise UserError(f"{path}:{number}: not valid JSON ({first_line(e)}); the data set is damaged") from None
+    return out
+
+
+class DecisionLog:
+    """Appends decisions and finished episodes to DIR; opening an existing DIR resumes it."""
+
+    def __init__(self, directory: Path, manifest: dict):
+        self.dir = Path(directory)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self._check_manifest(manifest)
+        self.episodes = _read_lines(self.dir / EPISODES)
+        keep = self.episodes[-1]["decisions_bytes"] if self.episodes else 0
+        decisions = self.dir / DECISIONS
+        if decisions.exists() and decisions.stat().st_size > keep:
+            with open(decisions, "r+b") as f:  # drop the unfinished episode's decisions
+                f.truncate(keep)
+        self._decisions = open(decisions, "ab")
+        self._episodes = open(self.dir / EPISODES, "a")
+
+    def _check_manifest(self, manifest: dict) -> None:
+        path = self.dir / MANIFEST
+        if path.is_file():
+            try:
+                old = json.loads(path.read_text())
+            except ValueError as e:
+                raise UserError(f"{path}: not valid JSON ({first_line(e)})") from None
+            for key in IDENTITY_KEYS:
+                if old.get(key) != manifest.get(key):
+                    raise UserError(f"{self.dir} holds data collected with {key} {old.get(key)!r}, not "
+                                    f"{manifest.get(key)!r}; resume with the same settings or pick another --out")
+            return
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps({"format_version": FORMAT_VERSION, **manifest}, indent=2, default=str) + "\n")
+        os.replace(tmp, path)
+
+    @property
+    def next_episode(self) -> int:
+        return len(self.episodes)
+
+    def add(self, decision: Decision) -> None:
+        self._decisions.write(decision.to_json().encode() + b"\n")
+        self._decisions.flush()
+
+    def finish_episode(self, summary: dict) -> None:
+        self._decisions.flush()
+        os.fsync(self._decisions.fileno())
+        entry = {**summary, "decisions_bytes": self._decisions.tell()}
+        self._episodes.write(json.dumps(entry) + "\n")
+        self._episodes.flush()
+        os.fsync(self._episodes.fileno())
+        self.episodes.append(entry)
+
+    def close(self) -> None:
+        self._decisions.close()
+        self._episodes.close()
+
+
+def read_decisions(directory: str | Path) -> list[dict]:
+    """The decisions of the complete episodes of a data set directory."""
+    directory = Path(directory)
+    if not (directory / MANIFEST).is_file():
+        raise UserError(f"{directory}: not a data set (no {MANIFEST}); make one with `agent-runtime collect`")
+    episodes = _read_lines(directory / EPISODES)
+    end = episodes[-1]["decisions_bytes"] if episodes else 0
+    with open(directory / DECISIONS, "rb") as f:
+        data = f.read(end)
+    return [json.loads(line) for line in data.split(b"\n") if line.strip()]

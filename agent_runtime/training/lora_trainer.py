@@ -1,0 +1,133 @@
+"""LoRA imitation of the expert: cross-entropy over the action stream's candidate commands, class-balanced.
+
+The model learns to score the expert's command highest among exactly the candidates the action stream
+compares at run time (candidate_scores), from exactly the tokens its view read (the DAgger data set). Only
+the upper layers get adapters, so backpropagation stops there; batches are drawn with equal weight per
+expert command, so a frequent command (turning while nothing is in view) cannot drown the rare ones.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+
+import torch
+
+from agent_runtime.training.command_scores import Candidates, candidate_scores
+
+LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+@dataclass
+class TrainSettings:
+    steps: int = 300
+    batch: int = 8
+    lr: float = 3e-4
+    rank: int = 16
+    alpha: int = 32
+    layers_from: int | None = None  # adapters on layers [layers_from, n); None: the upper half
+    held_out: float = 0.1  # fraction of episodes (of decisions when there is one episode) kept for evaluation
+    seed: int = 0
+    eval_every: int = 25
+
+
+@dataclass
+class Example:
+    tokens: list[int]
+    label: int  # index into the candidates
+    episode: tuple[str, int]  # (data set, episode): the unit of the held-out split
+
+
+@dataclass
+class TrainHistory:
+    steps: list[int] = field(default_factory=list)
+    losses: list[float] = field(default_factory=list)
+    eval_steps: list[int] = field(default_factory=list)
+    accuracies: list[float] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def split(examples: list[Example], held_out: float, seed: int) -> tuple[list[Example], list[Example]]:
+    """Whole episodes go to the held-out set (decisions of one episode are alike); one episode: decisions."""
+    rng = random.Random(seed)
+    episodes = sorted({e.episode for e in examples})
+    if len(episodes) >= 2:
+        rng.shuffle(episodes)
+        test_eps = set(episodes[: max(1, round(held_out * len(episodes)))])
+        return [e for e in examples if e.episode not in test_eps], [e for e in examples if e.episode in test_eps]
+    order = list(range(len(examples)))
+    rng.shuffle(order)
+    cut = max(1, round(held_out * len(examples)))
+    test = set(order[:cut])
+    return [e for i, e in enumerate(examples) if i not in test], [e for i, e in enumerate(examples) if i in test]
+
+
+def balanced_batches(examples: list[Example], batch: int, seed: int):
+    """Endless batches drawn with equal weight per label (each label's examples uniformly within it)."""
+    rng = random.Random(seed)
+    by_label: dict[int, list[Example]] = {}
+    for e in examples:
+        by_label.setdefault(e.label, []).append(e)
+    labels = sorted(by_label)
+    while True:
+        yield [rng.choice(by_label[rng.choice(labels)]) for _ in range(batch)]
+
+
+def with_adapters(model, settings: TrainSettings):
+    """The model wrapped by peft with LoRA on the upper layers' linears; everything else frozen."""
+    from peft import LoraConfig, get_peft_model
+
+    layers = model.config.num_hidden_layers
+    start = layers // 2 if settings.layers_from is None else settings.layers_from
+    config = LoraConfig(r=settings.rank, lora_alpha=settings.alpha, lora_dropout=0.0, bias="none",
+                        target_modules=list(LORA_TARGETS), layers_to_transform=list(range(start, layers)))
+    return get_peft_model(model, config)
+
+
+@torch.no_grad()
+def evaluate(model, examples: list[Example], candidates: Candidates, *, batch: int = 8, pad_id: int = 0) -> dict:
+    """Held-out accuracy overall and per expert command."""
+    model.eval()
+    hits: Counter = Counter()
+    totals: Counter = Counter()
+    for i in range(0, len(examples), batch):
+        chunk = examples[i : i + batch]
+        predicted = candidate_scores(model, [e.tokens for e in chunk], candidates, pad_id=pad_id).argmax(-1)
+        for e, p in zip(chunk, predicted.tolist()):
+            name = candidates.names[e.label]
+            totals[name] += 1
+            hits[name] += p == e.label
+    total = sum(totals.values())
+    return {"accuracy": sum(hits.values()) / total if total else None, "examples": total,
+            "per_command": {n: hits[n] / totals[n] for n in sorted(totals)}}
+
+
+def train(model, train_set: list[Example], test_set: list[Example], candidates: Candidates,
+          settings: TrainSettings, *, pad_id: int = 0, progress=None) -> TrainHistory:
+    """AdamW on the adapters; `progress(step, loss, accuracy_or_None)` after every step."""
+    torch.manual_seed(settings.seed)
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=settings.lr)
+    history = TrainHistory()
+    batches = balanced_batches(train_set, settings.batch, settings.seed)
+    for step in range(1, settings.steps + 1):
+        model.train()
+        chunk = next(batches)
+        scores = candidate_scores(model, [e.tokens for e in chunk], candidates, pad_id=pad_id)
+        loss = torch.nn.functional.cross_entropy(scores, torch.tensor([e.label for e in chunk]))
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        history.steps.append(step)
+        history.losses.append(loss.item())
+        accuracy = None
+        if test_set and (step % settings.eval_every == 0 or step == settings.steps):
+            accuracy = evaluate(model, test_set, candidates, batch=settings.batch, pad_id=pad_id)["accuracy"]
+            history.eval_steps.append(step)
+            history.accuracies.append(accuracy)
+        if progress is not None:
+            progress(step, history.losses[-1], accuracy)
+    return history

@@ -1,0 +1,90 @@
+"""`agent-runtime collect`: DAgger data from real play (tiny model, real ViZDoom), labelled by the expert,
+append-only and resumable after a kill."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from agent_runtime.errors import UserError
+from agent_runtime.model_loader import load_tokenizer
+from agent_runtime.prompts import ACTION_PROMPT
+from agent_runtime.training.decision_log import DECISIONS, EPISODES, read_decisions
+
+REPO = Path(__file__).resolve().parent.parent
+BUTTONS = {"ATTACK", "TURN_LEFT", "TURN_RIGHT", "NOOP"}
+
+
+def collect(out: Path, *args: str, timeout: float = 180) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "agent_runtime.cli", "collect", "--model", "tiny:llama", "--fixed-cost", "--threads", "1",
+         "--out", str(out), *args],
+        cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=timeout)
+
+
+def test_decisions_hold_the_view_tokens_the_model_choice_and_the_expert_label(tmp_path):
+    proc = collect(tmp_path / "d", "--episodes", "2", "--max-tics", "120")
+    assert proc.returncode == 0, proc.stderr
+    decisions = read_decisions(tmp_path / "d")
+    episodes = [json.loads(line) for line in (tmp_path / "d" / EPISODES).read_text().splitlines()]
+    assert [e["episode"] for e in episodes] == [0, 1] and [e["seed"] for e in episodes] == [0, 1]
+    assert sum(e["decisions"] for e in episodes) == len(decisions) > 40
+    prompt = load_tokenizer().encode(ACTION_PROMPT, add_special_tokens=False)
+    assert all(d["tokens"][-len(prompt):] == prompt for d in decisions)  # the view as read at the decision
+    assert {d["chosen"] for d in decisions} <= BUTTONS and {d["label"] for d in decisions} <= BUTTONS
+    assert all(1 <= d["label_tics"] <= 8 for d in decisions)
+    assert len({d["label"] for d in decisions}) >= 2  # the expert reacts to what it sees
+    frame_tics = [d["frame_tic"] for d in decisions if d["episode"] == 0]
+    assert frame_tics == sorted(frame_tics)
+    manifest = json.loads((tmp_path / "d" / "manifest.json").read_text())
+    assert manifest["model_id"] == "tiny:llama" and manifest["cpu_path"]["cpu_path"]
+
+
+def test_a_killed_run_resumes_without_losing_or_repeating_episodes(tmp_path):
+    out = tmp_path / "d"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agent_runtime.cli", "collect", "--model", "tiny:llama", "--fixed-cost", "--threads", "1",
+         "--out", str(out), "--episodes", "4", "--max-tics", "400"],
+        cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not ((out / EPISODES).is_file() and (out / EPISODES).read_text()):
+        time.sleep(0.05)
+    time.sleep(0.3)  # well into the second episode
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    done = [json.loads(line) for line in (out / EPISODES).read_text().splitlines()]
+    assert 1 <= len(done) < 4
+    assert (out / DECISIONS).stat().st_size > done[-1]["decisions_bytes"]  # a partial episode was on disk
+    kept = read_decisions(out)
+
+    again = collect(out, "--episodes", "4", "--max-tics", "400")
+    assert again.returncode == 0, again.stderr
+    assert f"resuming {out}: {len(done)} episode(s) already collected" in again.stderr
+    episodes = [json.loads(line) for line in (out / EPISODES).read_text().splitlines()]
+    assert [e["episode"] for e in episodes] == [0, 1, 2, 3]
+    decisions = read_decisions(out)
+    assert decisions[: len(kept)] == kept  # finished episodes untouched
+    assert [d["episode"] for d in decisions] == sorted(d["episode"] for d in decisions)
+    assert sum(e["decisions"] for e in episodes) == len(decisions)
+
+
+def test_resuming_with_another_model_is_refused(tmp_path):
+    assert collect(tmp_path / "d", "--episodes", "1", "--max-tics", "30").returncode == 0
+    proc = subprocess.run(
+        [sys.executable, "-m", "agent_runtime.cli", "collect", "--model", "tiny:qwen2", "--fixed-cost",
+         "--out", str(tmp_path / "d"), "--episodes", "2", "--max-tics", "30"],
+        cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "model_id 'tiny:llama', not 'tiny:qwen2'" in proc.stderr
+
+
+def test_reading_a_directory_that_is_no_data_set_is_a_clear_error(tmp_path):
+    with pytest.raises(UserError, match="not a data set"):
+        read_decisions(tmp_path)

@@ -1,0 +1,142 @@
+"""Imitation training: the trained scores are the action stream's own, batches are class-balanced, LoRA learns a
+learnable labelling, and `agent-runtime train` writes an adapter with its manifest from collected data."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import torch
+
+from agent_runtime.action_grammar import ActionGrammar, CommandScorer
+from agent_runtime.errors import UserError
+from agent_runtime.kv_block_store import KVBlockStore
+from agent_runtime.model_loader import load_model
+from agent_runtime.model_runner import ModelRunner, StreamInput
+from agent_runtime.training.command_scores import Candidates, candidate_scores
+from agent_runtime.training.lora_trainer import Example, TrainSettings, balanced_batches, evaluate, train, with_adapters
+from agent_runtime.view import View
+
+REPO = Path(__file__).resolve().parent.parent
+# MOVE_LEFT/RIGHT say "step left"/"step right" beside TURN_LEFT/RIGHT: two-token commands with a shared branch
+BUTTONS = ("MOVE_LEFT", "MOVE_RIGHT", "ATTACK", "TURN_LEFT", "TURN_RIGHT")
+
+
+def _runtime_scores(loaded, views: list[list[int]], scorer: CommandScorer) -> torch.Tensor:
+    """What the action stream computes: the view through the block runner, command branches in one forward."""
+    out = []
+    for tokens in views:
+        store = KVBlockStore.for_model(loaded.config, capacity_tokens=1024, page_size=16)
+        runner = ModelRunner(loaded, store)
+        view = View(store, [])
+        view.start_own("act")
+        branches = scorer.branch_inputs(view)
+        result = runner.forward([StreamInput(view, tokens)] + branches)
+        out.append(scorer.scores(result.logits[0], result.logits[1:]))
+    return torch.tensor(out)
+
+
+def test_training_scores_equal_the_action_streams_scores_for_one_and_two_token_commands():
+    runtime_model = load_model("tiny:llama", dtype="float32", seed=5)
+    plain = load_model("tiny:llama", dtype="float32", seed=5, tokenizer=False).model
+    tok = runtime_model.tokenizer
+    grammar = ActionGrammar(BUTTONS, tok)
+    candidates = Candidates.from_grammar(grammar, tok)
+    assert any(len(t) > 1 for t in candidates.tokens) and any(len(t) == 1 for t in candidates.tokens)
+    rng = random.Random(0)
+    views = [[rng.randrange(100, 40000) for _ in range(n)] for n in (9, 23, 14)]  # padded to one width
+    with torch.no_grad():
+        trained = candidate_scores(plain, views, candidates, pad_id=tok.pad_token_id or 0)
+    expected = _runtime_scores(runtime_model, views, CommandScorer(grammar, tok))
+    assert trained.shape == (3, len(candidates.names))
+    assert torch.allclose(trained, expected.float(), atol=1e-4)
+
+
+def test_batches_are_balanced_across_labels_however_skewed_the_data():
+    examples = [Example([1], 0, ("d", 0))] * 90 + [Example([2], 1, ("d", 0))] * 9 + [Example([3], 2, ("d", 0))]
+    batches = balanced_batches(examples, 8, seed=0)
+    counts = Counter(e.label for _ in range(300) for e in next(batches))
+    assert all(700 <= counts[label] <= 900 for label in (0, 1, 2))
+
+
+def test_lora_learns_a_labelling_the_view_determines(tmp_path):
+    """The label is the side a word in the view names: chance (1/3) before training, high after."""
+    loaded = load_model("tiny:llama", dtype="float32", seed=1)
+    tok = loaded.tokenizer
+    candidates = Candidates.from_grammar(ActionGrammar(("ATTACK", "TURN_LEFT", "TURN_RIGHT"), tok), tok)
+    cue = {"ATTACK": " ahead", "TURN_LEFT": " left", "TURN_RIGHT": " right"}
+    rng = random.Random(0)
+
+    def example(i: int) -> Example:
+        label = rng.randrange(3)
+        noise = [rng.randrange(100, 40000) for _ in range(rng.randrange(3, 12))]
+        tokens = noise + tok.encode(cue[candidates.names[label]] + "\nAct:", add_special_tokens=False)
+        return Example(tokens, label, ("synthetic", i))
+
+    train_set, test_set = [example(i) for i in range(240)], [example(1000 + i) for i in range(60)]
+    model = with_adapters(loaded.model, TrainSettings(rank=8, layers_from=0))
+    before = evaluate(model, test_set, candidates)["accuracy"]
+    history = train(model, train_set, test_set, candidates,
+                    TrainSettings(steps=80, batch=8, lr=3e-3, rank=8, layers_from=0, eval_every=40))
+    after = evaluate(model, test_set, candidates)
+    assert before < 0.6 and after["accuracy"] >= 0.9
+    assert history.accuracies[-1] == after["accuracy"] and len(history.losses) == 80
+    assert sum(history.losses[-10:]) < sum(history.losses[:10])
+
+
+def _cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "agent_runtime.cli", *args], cwd=REPO, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=timeout)
+
+
+def test_train_cli_writes_an_adapter_manifest_and_plot_from_collected_data(tmp_path):
+    data = tmp_path / "data"
+    proc = _cli("collect", "--model", "tiny:llama", "--fixed-cost", "--threads", "1", "--episodes", "3",
+                "--max-tics", "90", "--out", str(data))
+    assert proc.returncode == 0, proc.stderr
+    adapter = tmp_path / "adapter"
+    proc = _cli("train", "--data", str(data), "--out", str(adapter), "--steps", "12", "--threads", "1", "--held-out", "0.34")
+    assert proc.returncode == 0, proc.stderr
+    assert {"adapter_model.safetensors", "adapter_config.json", "manifest.json", "training.png"} <= {
+        p.name for p in adapter.iterdir()}
+    manifest = json.loads((adapter / "manifest.json").read_text())
+    assert manifest["base_model_id"] == "tiny:llama" and len(manifest["data_hash"]) == 16
+    assert manifest["settings"]["steps"] == 12 and len(manifest["history"]["losses"]) == 12
+    assert 0.0 <= manifest["held_out"]["accuracy"] <= 1.0 and manifest["held_out"]["per_command"]
+    assert manifest["train_decisions"] > manifest["held_out_decisions"] > 0
+    assert not list(tmp_path.glob("adapter.tmp*"))
+
+    # the adapter merges into the weights at load; other weights or a damaged file are refused in one line
+    base = load_model("tiny:llama", dtype="float32", tokenizer=False)
+    merged = load_model("tiny:llama", dtype="float32", tokenizer=False, adapter=str(adapter))
+    assert merged.base_weight_hash == base.weight_hash != merged.weight_hash
+    assert merged.adapter.base_weight_hash == base.weight_hash and len(merged.adapter.hash) == 16
+    assert all("lora" not in name for name, _ in merged.model.named_parameters())
+    with pytest.raises(UserError, match="was trained on weights"):
+        load_model("tiny:qwen2", dtype="float32", tokenizer=False, adapter=str(adapter))
+    weights = adapter / "adapter_model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    with pytest.raises(UserError, match="cannot be loaded"):
+        load_model("tiny:llama", dtype="float32", tokenizer=False, adapter=str(adapter))
+    with pytest.raises(UserError, match="missing"):
+        load_model("tiny:llama", dtype="float32", tokenizer=False, adapter=str(tmp_path))
+
+
+@pytest.mark.parametrize("args, expected", [
+    (("--steps", "0"), "--steps must be at least 1"),
+    (("--held-out", "1.5"), "--held-out must be between 0 and 1"),
+])
+def test_train_bad_input_is_one_line_and_exit_code_2(tmp_path, args, expected):
+    proc = _cli("train", "--data", str(tmp_path), "--out", str(tmp_path / "a"), *args, timeout=120)
+    assert proc.returncode == 2 and expected in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_train_on_a_directory_that_is_no_data_set_is_one_line(tmp_path):
+    proc = _cli("train", "--data", str(tmp_path), "--out", str(tmp_path / "a"), timeout=120)
+    assert proc.returncode == 2 and "not a data set" in proc.stderr and "Traceback" not in proc.stderr
