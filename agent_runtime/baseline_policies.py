@@ -12,6 +12,8 @@ import numpy as np
 from envs.doom_env import DoomEnv
 from envs.frame import Frame, ObjectLabel
 
+from agent_runtime import signals
+
 Decision = tuple[dict[str, float], int]  # (buttons pressed -> value, tics to hold)
 
 HORIZONTAL_FOV_DEGREES = 90.0  # ViZDoom default
@@ -109,6 +111,7 @@ def make_policy(name: str, buttons: Sequence[str], *, seed: int | None = None, s
     raise ValueError(f"unknown baseline policy '{name}'; use expert, random or scripted")
 
 
+@signals.stoppable()
 def run_baseline_episode(
     env: DoomEnv,
     policy,
@@ -131,6 +134,7 @@ def run_baseline_episode(
     history: deque[Frame] = deque(maxlen=lag_tics + 2)
     next_report = start_tic + progress_every_tics
     while frame is not None:
+        signals.check()  # SIGINT/SIGTERM: stop between two steps
         last = frame
         if max_tics is not None and frame.tic - start_tic >= max_tics:
             break

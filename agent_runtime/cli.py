@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
+from agent_runtime import signals
 from agent_runtime.errors import UserError
+from envs.engine_guard import EngineDied
 
 # Subcommand name -> module in agent_runtime.commands. Each module has add_arguments(p) and run(args) -> int.
 COMMANDS = {
@@ -38,14 +41,24 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    try:
-        return int(args._run(args) or 0)
-    except UserError as e:
-        print(f"agent-runtime {args.command}: error: {e}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print(f"agent-runtime {args.command}: interrupted", file=sys.stderr)
-        return 130
+    with signals.handle_stops():  # SIGINT/SIGTERM: stop after the current step, exit 130/143
+        try:
+            return int(args._run(args) or 0)
+        except UserError as e:
+            print(f"agent-runtime {args.command}: error: {e}", file=sys.stderr)
+            return 2
+        except EngineDied as e:  # commands that do not handle it themselves: one line, exit 1
+            print(f"agent-runtime {args.command}: error: {e}", file=sys.stderr)
+            return 1
+        except KeyboardInterrupt as e:
+            print(f"agent-runtime {args.command}: {e if isinstance(e, signals.Interrupted) else 'interrupted'}",
+                  file=sys.stderr)
+            code = getattr(e, "exit_code", 130)
+    if argv is None:  # the command line: everything is closed; skip the ~1 s interpreter teardown (torch)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
 
 
 if __name__ == "__main__":

@@ -12,8 +12,9 @@ import queue
 import sys
 import threading
 
-from envs.doom_env import DoomEnv
+from envs.doom_env import DoomEnv, EngineDied
 
+from agent_runtime import signals
 from agent_runtime.action_executor import ActionExecutor
 from agent_runtime.action_grammar import Command
 from agent_runtime.events import EventBus
@@ -54,6 +55,7 @@ class TypedCommands:
         return out
 
 
+@signals.stoppable()
 def run_live(env: DoomEnv, runtime, *, seconds: float | None = None, voice=None, typed: TypedCommands | None = None,
              generation: SessionGeneration | None = None, bus: EventBus | None = None, progress=None,
              record_path=None, recordings=None) -> dict:
@@ -80,6 +82,7 @@ def run_live(env: DoomEnv, runtime, *, seconds: float | None = None, voice=None,
         last_report = 0.0
         episodes = 1
         while seconds is None or world.now_ms() < seconds * 1000.0:
+            signals.check()  # SIGINT/SIGTERM: stop between two steps
             if world.finished:
                 if seconds is None:
                     break
@@ -118,6 +121,11 @@ def run_live(env: DoomEnv, runtime, *, seconds: float | None = None, voice=None,
             if progress is not None and world.now_ms() - last_report > 2000:
                 last_report = world.now_ms()
                 progress(env.tic, env.kills, executor.stats.executed)
+    except (EngineDied, signals.Interrupted) as e:  # the session ends early: its recording says why
+        if recordings is not None:
+            recordings.end_reason = e.reason if isinstance(e, signals.Interrupted) else "engine_died"
+            recordings.end_detail = str(e)
+        raise
     finally:
         agent.close()
         if voice is not None:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from envs.doom_env import DoomEnv
 
+from agent_runtime import signals
 from agent_runtime.action_executor import ActionExecutor
 from agent_runtime.action_grammar import ActionGrammar
 from agent_runtime.clocks import MS_PER_TIC, FixedCost, SessionClock
@@ -44,6 +45,7 @@ class LLMRuntime:
         return cls(loaded, store, runner, grammar, config)
 
 
+@signals.stoppable()
 def run_llm_episode(env: DoomEnv, runtime: LLMRuntime, *, seed: int | None = None, max_tics: int | None = None,
                     fixed_cost: FixedCost | None = None, bus: EventBus | None = None, think: bool = True,
                     user_script: dict[int, tuple[str, object]] | None = None, progress=None,
@@ -72,6 +74,7 @@ def run_llm_episode(env: DoomEnv, runtime: LLMRuntime, *, seed: int | None = Non
         agent.push_frame(TimedFrame(first, clock.now_ms))
         step_index = 0
         while not world.finished:
+            signals.check()  # SIGINT/SIGTERM: stop between two steps
             if max_tics is not None and env.tic - start_tic >= max_tics:
                 break
             if user_script and step_index in user_script:

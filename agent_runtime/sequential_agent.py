@@ -14,6 +14,7 @@ import torch
 from envs.doom_env import DoomEnv
 from envs.observation_text import encode_observation
 
+from agent_runtime import signals
 from agent_runtime.action_executor import Action, ActionExecutor
 from agent_runtime.action_grammar import CommandScorer
 from agent_runtime.clocks import MS_PER_TIC, FixedCost, SessionClock
@@ -94,6 +95,7 @@ class SequentialAgent:
         self.store.release(self.system)
 
 
+@signals.stoppable()
 def run_sequential_episode(env: DoomEnv, runtime, *, think_tokens: int, seed: int | None = None,
                            max_tics: int | None = None, fixed_cost: FixedCost | None = None,
                            bus: EventBus | None = None, max_action_age_ms: float = math.inf,
@@ -118,6 +120,7 @@ def run_sequential_episode(env: DoomEnv, runtime, *, think_tokens: int, seed: in
         start_tic = first.tic
         latest[:] = [TimedFrame(first, clock.now_ms)]
         while not world.finished:
+            signals.check()  # SIGINT/SIGTERM: stop between two steps
             if max_tics is not None and env.tic - start_tic >= max_tics:
                 break
             if not latest:

@@ -17,6 +17,12 @@ from pathlib import Path
 import vizdoom as vzd
 
 from envs import engine_watchdog
+from envs.engine_guard import (  # noqa: F401 (EngineHung: re-exported)
+    EngineDied,
+    EngineGuard,
+    EngineHung,
+    python_signal_handlers,
+)
 from envs.frame import Frame, ObjectLabel
 from envs.scenarios import resolve_scenario
 
@@ -24,6 +30,11 @@ CLOCKS = ("sync", "realtime")
 # The engine writes its own ini file; keep it out of the caller's working directory.
 ENGINE_INI = Path(tempfile.gettempdir()) / "doom-agent-runtime" / "_vizdoom.ini"
 TICS_PER_SECOND = 35
+
+INIT_S = 15.0  # an engine start may take this long (a loaded machine) before it counts as hung
+EPISODE_S = 1.0  # a new episode likewise (it takes ~10-30 ms)
+CLOSE_S = 2.0  # a close that takes longer: the engine is killed
+SYNC_TIC_S = 0.005  # a generous bound for one sync tic (~0.3 ms at 160x120), for make_action(tics=N)
 
 # Always in Frame.variables, whatever the scenario config lists.
 FRAME_VARIABLES = ("HEALTH", "AMMO2", "SELECTED_WEAPON_AMMO", "KILLCOUNT", "POSITION_X", "POSITION_Y", "ANGLE")
@@ -56,11 +67,14 @@ def _world_object(obj: vzd.Object) -> ObjectLabel:
     )
 
 
-def _init_watched(game: vzd.DoomGame) -> None:
+def _init_watched(game: vzd.DoomGame, guard: EngineGuard) -> None:
     """Start the engine, with a watchdog that ends it should this process die without closing it."""
     before = set(engine_watchdog.engine_children())
-    game.init()
-    engine_watchdog.watch(sorted(set(engine_watchdog.engine_children()) - before))
+    guard.pids = []  # a restart: the old engine is gone, the new one is not known yet
+    with python_signal_handlers():
+        guard.call("init", game.init, expected_s=INIT_S)
+    guard.watch(sorted(set(engine_watchdog.engine_children()) - before))
+    engine_watchdog.watch(guard.pids)
 
 
 class DoomEnv:
@@ -69,6 +83,8 @@ class DoomEnv:
     The labels buffer is always on (the text encoder and the scripted player need it);
     `privileged_objects` adds every map object to Frame.objects. `episode_timeout_tics`
     overrides the scenario's timeout, counted from its start tic (defend_the_center starts at 10).
+    Every call that waits for the engine raises EngineDied / EngineHung (envs.engine_guard) instead of
+    hanging when the engine process dies or stops answering; the env is unusable after that.
     """
 
     def __init__(
@@ -116,7 +132,12 @@ class DoomEnv:
                 game.add_available_game_variable(getattr(vzd.GameVariable, name))
         if seed is not None:
             game.set_seed(seed)
-        _init_watched(game)
+        self._guard = EngineGuard(self.scenario)
+        try:
+            _init_watched(game, self._guard)
+        except BaseException:
+            self._guard.stop()
+            raise
         self._game = game
         self._buttons = tuple(b.name for b in game.get_available_buttons())
         self._variable_names = tuple(v.name for v in game.get_available_game_variables())
@@ -179,8 +200,8 @@ class DoomEnv:
         self._check_open()
         if record_path is None and self._needs_reinit:
             # ViZDoom 1.3.2: a plain new_episode after a recorded episode or a replay leaves the tic frozen.
-            self._game.close()
-            _init_watched(self._game)
+            self._close_game()
+            _init_watched(self._game, self._guard)
             self._needs_reinit = False
         self.episode += 1
         if seed is None and self.seed is not None:
@@ -190,10 +211,10 @@ class DoomEnv:
             self._game.set_seed(seed)
         if record_path is not None:
             Path(record_path).parent.mkdir(parents=True, exist_ok=True)
-            self._game.new_episode(str(record_path))
+            self._guard.call("new_episode", self._game.new_episode, str(record_path), expected_s=EPISODE_S)
             self._needs_reinit = True
         else:
-            self._game.new_episode()
+            self._guard.call("new_episode", self._game.new_episode, expected_s=EPISODE_S)
         self._reward_mark = self.total_reward
         frame = self.read_frame()
         if frame is None:
@@ -209,7 +230,7 @@ class DoomEnv:
         self._check_open()
         game = self._game
         if self.clock == "realtime" and not game.is_episode_finished():
-            game.advance_action(1)
+            self._guard.call("advance_action", game.advance_action, 1, expected_s=1 / TICS_PER_SECOND)
         if game.is_episode_finished():
             return None
         state = game.get_state()
@@ -261,9 +282,9 @@ class DoomEnv:
         vector = self.action_vector(buttons)
         if self._game.is_episode_finished():
             return 0.0
-        self._game.make_action(vector, tics)
+        self._make_action(vector, tics)
         if self.clock == "realtime" and not self._game.is_episode_finished():
-            self._game.make_action(self._noop, 1)
+            self._make_action(self._noop, 1)
         return self._take_reward()
 
     def advance(self, tics: int) -> float:
@@ -275,7 +296,7 @@ class DoomEnv:
         if tics < 0:
             raise ValueError("tics must be >= 0")
         if self.clock == "sync" and tics > 0 and not self._game.is_episode_finished():
-            self._game.make_action(self._noop, tics)
+            self._make_action(self._noop, tics)
         return self._take_reward()
 
     def replay(self, lmp_path: str | Path) -> Iterator[Frame]:
@@ -285,7 +306,7 @@ class DoomEnv:
         if not path.is_file():
             raise FileNotFoundError(f"recording not found: {path}")
         self.episode += 1
-        self._game.replay_episode(str(path))
+        self._guard.call("replay_episode", self._game.replay_episode, str(path), expected_s=EPISODE_S)
         self._needs_reinit = True
         self._reward_mark = self.total_reward
         while True:
@@ -294,7 +315,12 @@ class DoomEnv:
                 return
             yield frame
             if self.clock == "sync":
-                self._game.advance_action(1)
+                self._guard.call("advance_action", self._game.advance_action, 1)
+
+    def _make_action(self, vector: list[float], tics: int) -> None:
+        # realtime: the call itself lasts `tics` tics; sync: as long as the engine takes to compute them
+        expected = tics / TICS_PER_SECOND if self.clock == "realtime" else tics * SYNC_TIC_S
+        self._guard.call("make_action", self._game.make_action, vector, tics, expected_s=expected)
 
     def _take_reward(self) -> float:
         total = self.total_reward
@@ -304,13 +330,38 @@ class DoomEnv:
     def _check_open(self) -> None:
         if self._closed:
             raise RuntimeError("DoomEnv is closed")
+        if self._guard.failure is not None:
+            raise EngineDied(str(self._guard.failure))
+
+    @property
+    def engine_failure(self) -> EngineDied | None:
+        """Why the engine is gone (None while it runs)."""
+        return self._guard.failure
 
     # --- lifetime ---------------------------------------------------------------------------
 
     def close(self) -> None:
         if not self._closed:
             self._closed = True
-            self._game.close()
+            if self._guard.failure is not None:  # ViZDoom closed its side, or the game is abandoned
+                self._guard.stop()
+                return
+            try:
+                self._close_game()
+            finally:
+                self._guard.stop()
+
+    def _close_game(self) -> None:
+        """game.close() waits for the engine to exit while holding the GIL, so a stuck engine would freeze the
+        whole process (no thread could step in): a shell timer kills the engine if the close takes too long."""
+        timer = engine_watchdog.kill_later(self._guard.pids, CLOSE_S)
+        try:
+            with python_signal_handlers():
+                self._game.close()
+        finally:
+            if timer is not None:
+                timer.kill()
+                timer.wait()
 
     def __enter__(self) -> DoomEnv:
         return self

@@ -34,8 +34,9 @@ while any(alive(p) for p in pids):
 """
 
 
-def engine_children() -> list[int]:
-    return [p.pid for p in psutil.Process().children() if p.name() == "vizdoom"]
+def engine_children(owner: int | None = None) -> list[int]:
+    """Engine processes started by `owner` (default: this process)."""
+    return [p.pid for p in psutil.Process(owner).children() if p.name() == "vizdoom"]
 
 
 def watch(pids: list[int]) -> subprocess.Popen | None:
@@ -43,4 +44,15 @@ def watch(pids: list[int]) -> subprocess.Popen | None:
     if not pids:
         return None
     return subprocess.Popen([sys.executable, "-c", _WATCH, str(os.getpid()), *map(str, pids)],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def kill_later(pids: list[int], seconds: float) -> subprocess.Popen | None:
+    """Kill these engines in `seconds` unless the returned timer is killed first (see DoomEnv close).
+
+    A shell, not a Python thread: the call it guards may hold the GIL while it waits for the engine.
+    """
+    if not pids:
+        return None
+    return subprocess.Popen(["sh", "-c", f"sleep {seconds:g} && kill -9 {' '.join(map(str, pids))}"],
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

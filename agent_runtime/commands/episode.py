@@ -13,6 +13,9 @@ import sys
 import time
 from pathlib import Path
 
+from envs.engine_guard import EngineDied, EngineHung
+
+from agent_runtime import signals
 from agent_runtime.commands import check_scenario, print_progress, require_expressible, writable_dir
 from agent_runtime.errors import UserError, first_line
 
@@ -43,6 +46,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--fixed-cost", action="store_true",
                    help="charge each engine step a fixed cost per token instead of its measured compute time (deterministic)")
     p.add_argument("--threads", type=int, help="torch threads (default: the config's, else the cores actually free)")
+    p.add_argument("--on-engine-death", choices=("exit", "continue"), default="exit",
+                   help="when the ViZDoom engine dies or hangs mid-episode (its recording is closed as incomplete "
+                        "either way): exit = stop with exit code 1 (default); continue = go on with the next "
+                        "episode on a fresh engine, and exit 1 at the end")
     p.add_argument("--user-text", action="append", metavar="STEP:TEXT",
                    help="llm policy: type TEXT to the agent at engine step STEP (repeatable); a command such as "
                         "TURN_LEFT or 'ATTACK 3' also acts at once. Recorded as user_input, replayed by --rerun")
@@ -88,10 +95,6 @@ def run(args: argparse.Namespace) -> int:
     _check_args(args)
     config = load_config(args.config, scenario=args.scenario, seed=args.seed, clock=args.clock)
 
-    # Imported here so `agent-runtime --help` stays fast and other commands do not load the engine.
-    from envs.doom_env import DoomEnv
-
-    from agent_runtime.recording.episode_recorder import EpisodeRecording
     from agent_runtime.recording.user_script import parse_user_text_args
 
     check_scenario(config.scenario)
@@ -101,16 +104,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_record:
         record_root = out_dir or writable_dir(config.recordings_dir, "recordings_dir")
 
-    def open_env(seed: int) -> DoomEnv:
-        # the constructor seed is what a baseline's new_episode() uses for its first (and only) episode
-        try:
-            return DoomEnv(config.scenario, resolution=config.resolution, clock=config.clock, seed=seed)
-        except (ValueError, OSError) as e:
-            raise UserError(f"cannot start scenario {config.scenario}: {e}") from None
-        except Exception as e:  # the engine's own exceptions (a broken .cfg or WAD)
-            raise UserError(f"ViZDoom could not start scenario {config.scenario}: {first_line(e)}") from None
-
-    env = open_env(config.seed)
+    env = _open_env(config, config.seed)
     try:
         player = (_ModelPlayer(args, config, env, user_texts) if args.policy in MODEL_POLICIES
                   else _BaselinePlayer(args, config))
@@ -118,43 +112,99 @@ def run(args: argparse.Namespace) -> int:
         env.close()
         raise
     results_file = (out_dir / "results.jsonl").open("a") if out_dir else None
+    lost = 0  # episodes whose engine died
     try:
-        for index in range(args.episodes):
-            seed = config.seed + index
-            if env is None:
-                env = open_env(seed)
-            recording = None
-            try:
-                if record_root is not None:
-                    recording = EpisodeRecording.create(record_root, player.manifest(seed, index),
-                                                        scenario=env.scenario, index=index)
-                result = player.play(env, seed, recording)
-            finally:
-                env.close()  # finishes the .lmp: before the recording takes its hash
-                env = None
-                if recording is not None:
-                    recording.close()
-            result["episode"] = index
-            if recording is not None:
-                result["recording"] = str(recording.dir)
-            print(
-                f"[{index + 1}/{args.episodes}] {result['tics']} tics, {result['kills']} kills, "
-                f"reward {result['reward']:g}, {result['wall_s']:.1f} s",
-                file=sys.stderr,
-                flush=True,
-            )
-            if recording is not None:
-                print(f"recording: {recording.dir}", file=sys.stderr, flush=True)
-            print(json.dumps(result) if args.json else _readable(result), flush=True)
-            if results_file is not None:
-                results_file.write(json.dumps(result) + "\n")
-                results_file.flush()
+        with signals.stoppable():
+            for index in range(args.episodes):
+                signals.check()
+                seed = config.seed + index
+                if env is None:
+                    env = _open_env(config, seed)
+                played, env = env, None  # _play_episode closes it, whatever happens
+                try:
+                    result = _play_episode(player, played, seed, index, record_root)
+                except EngineDied as e:
+                    lost += 1
+                    where = getattr(e, "recording_dir", None)
+                    print(f"agent-runtime episode: error: episode {index}: {e}"
+                          + (f"; its recording is closed as incomplete: {where}" if where else ""),
+                          file=sys.stderr, flush=True)
+                    if args.on_engine_death == "exit":
+                        return 1
+                    continue
+                _report(args, index, result, results_file)
     finally:
         if env is not None:
             env.close()
         if results_file is not None:
             results_file.close()
-    return 0
+    return 1 if lost else 0
+
+
+def _open_env(config, seed: int):
+    """A DoomEnv for one episode; the constructor seed is what a baseline's new_episode() uses."""
+    # Imported here so `agent-runtime --help` stays fast and other commands do not load the engine.
+    from envs.doom_env import DoomEnv
+
+    try:
+        return DoomEnv(config.scenario, resolution=config.resolution, clock=config.clock, seed=seed)
+    except (ValueError, OSError) as e:
+        raise UserError(f"cannot start scenario {config.scenario}: {e}") from None
+    except Exception as e:  # the engine's own exceptions (a broken .cfg or WAD)
+        raise UserError(f"ViZDoom could not start scenario {config.scenario}: {first_line(e)}") from None
+
+
+def _play_episode(player, env, seed: int, index: int, record_root: Path | None) -> dict:
+    """One episode on `env` (closed here); its recording is closed as incomplete when the episode ends early."""
+    from agent_runtime.recording.episode_recorder import EpisodeRecording
+
+    recording, end_reason, detail = None, None, None
+    try:
+        if record_root is not None:
+            recording = EpisodeRecording.create(record_root, player.manifest(seed, index),
+                                                scenario=env.scenario, index=index)
+        result = player.play(env, seed, recording)
+    except EngineDied as e:
+        if signals.requested() is not None:  # Ctrl-C reaches the engine too: the stop came first
+            stop = signals.Interrupted(signals.requested())
+            end_reason, detail = stop.reason, str(stop)
+            raise stop from None
+        end_reason, detail = ("engine_hung" if isinstance(e, EngineHung) else "engine_died"), str(e)
+        e.recording_dir = recording.dir if recording is not None else None  # named in the one error line
+        raise
+    except signals.Interrupted as e:
+        end_reason, detail = e.reason, str(e)
+        raise
+    except Exception as e:  # anything else that ends the episode early (a full KV pool, ...)
+        end_reason, detail = "error", first_line(e)
+        raise
+    finally:
+        try:
+            env.close()  # finishes the .lmp: before the recording takes its hash
+        finally:
+            if recording is not None:
+                recording.close(end_reason, detail)
+                if end_reason in signals.REASONS.values():
+                    print(f"recording (incomplete, {end_reason}): {recording.dir}", file=sys.stderr, flush=True)
+    result["episode"] = index
+    if recording is not None:
+        result["recording"] = str(recording.dir)
+    return result
+
+
+def _report(args, index: int, result: dict, results_file) -> None:
+    print(
+        f"[{index + 1}/{args.episodes}] {result['tics']} tics, {result['kills']} kills, "
+        f"reward {result['reward']:g}, {result['wall_s']:.1f} s",
+        file=sys.stderr,
+        flush=True,
+    )
+    if "recording" in result:
+        print(f"recording: {result['recording']}", file=sys.stderr, flush=True)
+    print(json.dumps(result) if args.json else _readable(result), flush=True)
+    if results_file is not None:
+        results_file.write(json.dumps(result) + "\n")
+        results_file.flush()
 
 
 class _BaselinePlayer:

@@ -71,6 +71,17 @@ class EpisodeRecording:
     def lmp_path(self) -> Path:
         return self.writer.lmp_path
 
-    def close(self) -> None:
-        """Only after the env that recorded the .lmp is closed."""
+    def close(self, end_reason: str | None = None, detail: str | None = None) -> None:
+        """Only after the env that recorded the .lmp is closed.
+
+        end_reason ("interrupted", "terminated", "engine_died"): the episode did not run to its end; the log
+        ends with a session_end event saying why and the manifest says complete: false, so a reader knows
+        the missing rest is not a bug of the recording.
+        """
+        if self.writer.closed:
+            return
+        if end_reason is not None:
+            self.bus.emit("session_end", "runtime", reason=end_reason, **({"detail": detail} if detail else {}))
+        self.writer.manifest.extra.update(complete=end_reason is None,
+                                          **({"end_reason": end_reason} if end_reason else {}))
         self.writer.close()

@@ -26,6 +26,8 @@ class LiveRecordings:
         self.dirs: list[Path] = []
         self.current: EpisodeRecording | None = None
         self._previous: EpisodeRecording | None = None
+        self.end_reason: str | None = None  # set when the session ends early: the current recording is incomplete
+        self.end_detail: str | None = None
         self.start(0)
 
     @property
@@ -56,4 +58,4 @@ class LiveRecordings:
         """After the env closed (that completes the current .lmp)."""
         self.previous_finished()
         if self.current is not None:
-            self.current.close()
+            self.current.close(self.end_reason, self.end_detail)

@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from agent_runtime import signals
 from agent_runtime.errors import UserError, first_line
 from agent_runtime.recording.engine_paths import engine_readable_lmp
 from agent_runtime.recording.manifest import MANIFEST_FILE, hash_file
@@ -21,6 +22,10 @@ from agent_runtime.recording.recording import Recording, screen_hash
 def check_lmp_belongs(recording: Recording) -> None:
     """UserError unless the .lmp exists and is the one this manifest's scenario recorded."""
     lmp, manifest_path = recording.lmp_path, recording.dir / MANIFEST_FILE
+    end_reason = recording.manifest.extra.get("end_reason")
+    if not lmp.is_file() and recording.manifest.extra.get("complete") is False:
+        raise UserError(f"{recording.dir}: an incomplete recording (the run ended early: {end_reason}) "
+                        f"without a .lmp to replay; its events.jsonl holds what happened until then")
     if not lmp.is_file():
         raise UserError(
             f"{lmp}: not found; the .lmp is written when the episode ends or the DoomEnv closes "
@@ -102,6 +107,7 @@ class ReplayReport:
         return "\n".join(lines)
 
 
+@signals.stoppable()
 def check_replay(recording: Recording) -> ReplayReport:
     """Compare replayed screen hashes with the frame_read events' payload["screen_hash"], tic by tic."""
     report = ReplayReport(recording=str(recording.dir), scenario=recording.manifest.scenario)
@@ -111,12 +117,15 @@ def check_replay(recording: Recording) -> ReplayReport:
         if event.tic is not None and isinstance(recorded, str):
             expected.setdefault(event.tic, []).append((event.seq, recorded))
     report.notes += recording.warnings
+    if recording.manifest.extra.get("complete") is False:
+        report.notes.append(f"incomplete recording: the run ended early ({recording.manifest.extra.get('end_reason')})")
     if not expected:
         report.notes.append("no frame_read events with a tic and a screen_hash: nothing to compare")
     last_tic = max(expected, default=-1)
     seen: set[int] = set()
     with replayed_frames(recording) as frames:
         for frame in frames:
+            signals.check()  # SIGINT/SIGTERM: stop between two frames
             report.n_frames_replayed += 1
             if frame.tic in expected and frame.tic not in seen:
                 seen.add(frame.tic)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from agent_runtime import signals
 from agent_runtime.errors import UserError
 from agent_runtime.events import Event
 from agent_runtime.recording.recording import Recording
@@ -78,6 +79,7 @@ def _events_by_tic(events: list[Event]) -> list[tuple[int, Event]]:
     return out
 
 
+@signals.stoppable()
 def write_video(recording: Recording, out_path: str | Path, *, fps: float = TICS_PER_SECOND, scale: int = 4,
                 max_frames: int | None = None) -> dict:
     """Replay the recording into out_path (mp4v); returns {"path", "frames", "fps", "size"}."""
@@ -92,6 +94,7 @@ def write_video(recording: Recording, out_path: str | Path, *, fps: float = TICS
     try:
         with replayed_frames(recording) as frames:
             for frame in frames:
+                signals.check()  # SIGINT/SIGTERM: stop between two frames (the partial video is closed)
                 if max_frames is not None and n_frames >= max_frames:
                     break
                 while cursor < len(pending) and pending[cursor][0] <= frame.tic:

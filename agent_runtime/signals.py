@@ -1,0 +1,96 @@
+"""SIGINT and SIGTERM stop a run cleanly: the first one ends it after the current step, a second one at once.
+
+A signal only sets a flag while a step loop runs (`with stoppable():`); the loop calls `check()` between
+steps, which raises Interrupted, so the recording is closed by the `finally` blocks on the way out and the
+CLI exits 130 (SIGINT) or 143 (SIGTERM). Outside such a loop (loading a model, writing results) the first
+signal raises Interrupted where the program is, as Ctrl-C normally does. A second signal, for a run that
+does not stop, flushes stdout/stderr and exits with the same code without any cleanup (events.jsonl is
+flushed line by line, so what was written stays).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+from contextlib import contextmanager
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+REASONS = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated"}
+
+_requested: int | None = None  # the first signal received, until handled
+_loops = 0  # step loops running that check() between steps
+
+
+class Interrupted(KeyboardInterrupt):
+    """A stop was asked for by SIGINT or SIGTERM; exit_code is 128 + the signal number (130, 143)."""
+
+    def __init__(self, signum: int):
+        self.signum = signum
+        self.exit_code = 128 + signum
+        self.reason = REASONS.get(signum, "interrupted")
+        super().__init__(f"{self.reason} by {signal.Signals(signum).name}")
+
+
+def requested() -> int | None:
+    """The signal that asked to stop, or None."""
+    return _requested
+
+
+def check() -> None:
+    """Between two steps of a loop: raise Interrupted when a stop was asked for."""
+    if _requested is not None:
+        raise Interrupted(_requested)
+
+
+@contextmanager
+def stoppable():
+    """A step loop that calls check() between its steps: inside it a signal only sets the flag."""
+    global _loops
+    _loops += 1
+    try:
+        yield
+    finally:
+        _loops -= 1
+
+
+def _handle(signum: int, frame) -> None:
+    global _requested
+    if _requested is not None:  # the second signal: out now
+        _exit_now(signum)
+    _requested = signum
+    if _loops == 0:
+        raise Interrupted(signum)
+
+
+def _exit_now(signum: int) -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+    try:
+        os.write(2, f"agent-runtime: {signal.Signals(signum).name} again: exiting at once\n".encode())
+    except OSError:
+        pass
+    os._exit(128 + signum)
+
+
+@contextmanager
+def handle_stops():
+    """Install the handlers for the duration of a command (main thread only; elsewhere a no-op)."""
+    global _requested
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    saved = {sig: signal.getsignal(sig) for sig in SIGNALS}
+    _requested = None
+    for sig in SIGNALS:
+        signal.signal(sig, _handle)
+    try:
+        yield
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+        _requested = None
