@@ -25,7 +25,7 @@ from pathlib import Path
 
 import psutil
 
-HANG_S = 2.0  # an engine call that takes this much longer than it should is a hung engine
+HANG_S = 1.2  # an engine call that takes this much longer than it should is a hung engine (reported in < 2 s)
 POLL_S = 0.05  # how often a waiting caller looks at the engine process
 GRACE_S = 0.5  # after the engine is gone, how long ViZDoom gets to notice and clean up by itself
 GUARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM)

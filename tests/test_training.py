@@ -140,3 +140,24 @@ def test_train_bad_input_is_one_line_and_exit_code_2(tmp_path, args, expected):
 def test_train_on_a_directory_that_is_no_data_set_is_one_line(tmp_path):
     proc = _cli("train", "--data", str(tmp_path), "--out", str(tmp_path / "a"), timeout=120)
     assert proc.returncode == 2 and "not a data set" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_an_episode_plays_with_an_adapter_names_it_in_its_recording_and_reruns_with_it(tmp_path):
+    """`episode --adapter`: merged at load, its hash in the result, its path and hash in the manifest, and
+    `replay --rerun` loads it again and emits the same actions."""
+    data, adapter = tmp_path / "data", tmp_path / "adapter"
+    assert _cli("collect", "--model", "tiny:llama", "--fixed-cost", "--threads", "1", "--episodes", "2",
+                "--max-tics", "60", "--out", str(data)).returncode == 0
+    assert _cli("train", "--data", str(data), "--out", str(adapter), "--steps", "4", "--threads", "1",
+                "--lr", "0.01").returncode == 0
+    proc = _cli("episode", "--model", "tiny:llama", "--fixed-cost", "--threads", "1", "--max-tics", "60", "--json",
+                "--adapter", str(adapter), "--out", str(tmp_path / "rec"))
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    manifest = json.loads((Path(result["recording"]) / "manifest.json").read_text())
+    assert result["adapter"] == manifest["extra"]["adapter"]["hash"]
+    assert manifest["config"]["model"]["adapter"] == str(adapter.resolve())
+    base = load_model("tiny:llama", dtype="float32", tokenizer=False)
+    assert manifest["model_weight_hash"] != base.weight_hash  # the merged weights played
+    rerun = _cli("replay", result["recording"], "--rerun")
+    assert rerun.returncode == 0 and "same actions" in rerun.stdout, rerun.stdout + rerun.stderr

@@ -42,6 +42,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object per episode on stdout, nothing else")
     p.add_argument("--model", help="model: a safetensors directory, a .gguf file or tiny:llama (default: the config's, "
                                    "else the embedded SmolLM2-135M-Instruct)")
+    p.add_argument("--adapter", help="LoRA adapter from `agent-runtime train`, merged at load (default: the config's "
+                                     "model.adapter; `none`: the untrained model)")
     p.add_argument("--think-tokens", type=int, default=64, help="sequential policy: thought tokens per cycle (default 64)")
     p.add_argument("--fixed-cost", action="store_true",
                    help="charge each engine step a fixed cost per token instead of its measured compute time (deterministic)")
@@ -246,7 +248,7 @@ class _ModelPlayer:
             raise UserError(f"model path does not exist: {spec} (pass a safetensors directory, a .gguf file or tiny:llama)")
         self.args, self.config, self.spec = args, config, spec
         self.loaded = load_for_cpu(spec, dtype=config.model.dtype, threads=args.threads or config.model.threads,
-                                   seed=MODEL_SEED)
+                                   seed=MODEL_SEED, adapter=args.adapter or config.model.adapter)
         self.threads = self.loaded.cpu.threads
         self.runtime = LLMRuntime.build(self.loaded, config, env.buttons, scenario=env.scenario)
         self.fixed = FixedCost() if args.fixed_cost else None
@@ -260,7 +262,7 @@ class _ModelPlayer:
             self.config, policy=self.args.policy, env_seed=seed, agent_seed=seed, index=index, model_spec=self.spec,
             model_id=self.loaded.model_id, weight_hash=self.loaded.weight_hash, model_seed=MODEL_SEED,
             threads=self.threads, fixed_cost=self.fixed, think_tokens=self.think_tokens, max_tics=self.args.max_tics,
-            cpu=self.loaded.cpu,
+            cpu=self.loaded.cpu, adapter=self.loaded.adapter,
         )
 
     def play(self, env, seed: int, recording) -> dict:
@@ -281,5 +283,6 @@ class _ModelPlayer:
             result = run_sequential_episode(played, self.runtime, think_tokens=self.think_tokens, **common)
         result.pop("reaction_samples_ms", None)
         result.update(scenario=env.scenario, policy=self.args.policy, seed=seed, model=self.loaded.model_id,
-                      threads=self.threads, cpu_path=self.loaded.cpu.name, wall_s=time.monotonic() - t0)
+                      threads=self.threads, cpu_path=self.loaded.cpu.name,
+                      adapter=self.loaded.adapter.hash if self.loaded.adapter else None, wall_s=time.monotonic() - t0)
         return result

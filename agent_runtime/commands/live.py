@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
         # the cores actually free: the real-time game and audio take well under half a core, and leaving them
         # a whole one cost reactions (2-core AVX2 box: p50 189 -> 131 ms with both cores, 7 -> 0 fenced)
         loaded = load_for_cpu(args.model or config.model.path, dtype=config.model.dtype,
-                              threads=config.model.threads)
+                              threads=config.model.threads, adapter=config.model.adapter)
     except BaseException:
         if voice is not None:
             voice.close()
@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
             return episode_manifest(config, policy="live", env_seed=config.seed + index, agent_seed=0, index=index,
                                     model_spec=args.model or config.model.path, model_id=loaded.model_id,
                                     weight_hash=loaded.weight_hash, threads=threads, clock="realtime",
-                                    cpu=loaded.cpu)
+                                    cpu=loaded.cpu, adapter=loaded.adapter)
 
         recordings = LiveRecordings(args.out or config.recordings_dir, manifest_for, scenario=config.scenario,
                                     voice=voice, announce=lambda d: print(f"recording: {d}", file=sys.stderr, flush=True))

@@ -25,15 +25,18 @@ def episode_manifest(config: RunConfig, *, policy: str, env_seed: int, agent_see
                      model_seed: int | None = None, threads: int | None = None,
                      fixed_cost: FixedCost | None = None, think_tokens: int | None = None,
                      max_tics: int | None = None, lag_tics: int = 0, clock: str | None = None,
-                     cpu=None) -> Manifest:
+                     cpu=None, adapter=None) -> Manifest:
     """The manifest of one episode. config.model.path/dtype/threads are set to what really ran; `clock` names the
-    clock when it is not the one the policy implies (a live session: "realtime"); `cpu` is the CpuPath decided."""
+    clock when it is not the one the policy implies (a live session: "realtime"); `cpu` is the CpuPath decided;
+    `adapter` the AdapterInfo merged into the weights (its path goes into config.model.adapter for a rerun)."""
     data = config.model_dump()
     if model_id is not None:
         data["model"]["path"] = model_spec
     data["model"]["threads"] = threads
     if cpu is not None:
         data["model"]["dtype"] = cpu.dtype
+    if model_id is not None:
+        data["model"]["adapter"] = adapter.path if adapter is not None else None
     seeds: dict[str, Any] = {"run": config.seed, "env": env_seed, "agent": agent_seed}
     if model_seed is not None:
         seeds["model"] = model_seed
@@ -43,6 +46,7 @@ def episode_manifest(config: RunConfig, *, policy: str, env_seed: int, agent_see
         policy=policy, episode=index, think_tokens=think_tokens, max_tics=max_tics, lag_tics=lag_tics,
         fixed_cost=asdict(fixed_cost) if fixed_cost is not None else None,
         **({"cpu_path": cpu.summary()} if cpu is not None else {}),
+        **({"adapter": adapter.summary()} if adapter is not None else {}),
     )
     # the clock that moved the world: compute time, a fixed cost per token, or the baselines' own tics
     manifest.clock = clock or (("fixed_cost" if fixed_cost is not None else "compute") if model_policy else "policy_tics")
