@@ -8,6 +8,8 @@ import json
 from agent_runtime.commands import check_scenario, writable_dir
 from agent_runtime.errors import UserError
 
+PLAY_AGENTS = ("multi_stream", "multi_stream_untrained", "sequential", "no_think", "scripted", "expert", "random")
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="bench", metavar="BENCH", required=True)
@@ -47,6 +49,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     vo.add_argument("--barge-in", default="immediate", choices=("pause_confirm", "half_duplex", "immediate"))
     vo.add_argument("--json", action="store_true")
 
+    pl = sub.add_parser("play", help="play quality: kills, reward and survival of every agent on the same seeds")
+    pl.add_argument("--scenario", default="defend_the_center", help="scenario name or .cfg (default defend_the_center)")
+    pl.add_argument("--episodes", type=int, default=5, help="episodes per agent (default 5)")
+    pl.add_argument("--seed", type=int, default=0, help="episode i plays seed SEED + i (default 0)")
+    pl.add_argument("--json", action="store_true", help="print the result as one JSON object on stdout")
+    pl.add_argument("--out", default="bench-out", help="directory for play.json and play_kills.png (default bench-out)")
+    pl.add_argument("--model", help="model (default: the embedded SmolLM2-135M-Instruct)")
+    pl.add_argument("--adapter", help="the trained adapter (default: the config's model.adapter)")
+    pl.add_argument("--dtype", default="auto", choices=("auto", "bfloat16", "float32"),
+                    help="model precision (default auto: the CPU path's choice)")
+    pl.add_argument("--threads", type=int, help="torch threads (default: the cores actually free)")
+    pl.add_argument("--max-tics", type=int, help="cap each episode at this many tics")
+    pl.add_argument("--think-tokens", type=int, default=64, help="sequential agent's thought tokens per cycle (default 64)")
+    pl.add_argument("--agents", help="comma-separated subset of: " + ", ".join(PLAY_AGENTS))
+    pl.add_argument("--fixed-cost", action="store_true", help="deterministic fixed-cost clock instead of measured compute")
+
     mem = sub.add_parser("memory", help="long headless run: KV pool and process memory must stay flat")
     mem.add_argument("--frames", type=int, default=10000, help="frames to prefill in all (default 10000)")
     mem.add_argument("--scenario", default="defend_the_center")
@@ -76,7 +94,7 @@ def _load(args, *, clock: str, threads: int | None = None, device: str = "cpu"):
 
         if not torch.cuda.is_available():
             raise UserError("--device cuda: no CUDA device is available here; use --device cpu")
-    loaded = load_for_cpu(args.model, dtype=args.dtype, threads=threads,
+    loaded = load_for_cpu(args.model, dtype=args.dtype, threads=threads, adapter=getattr(args, "adapter", None),
                           tokenizer=args.bench != "kv", announce=False)  # the header says it
     info = machine_info(loaded.model_id, loaded.cpu.threads, clock=clock, device=device, cpu=loaded.cpu)
     print_header(info)
@@ -245,7 +263,63 @@ def _run_voice(args) -> int:
     return 0
 
 
+def _play_agents(text: str | None) -> tuple[str, ...]:
+    if not text:
+        return PLAY_AGENTS
+    agents = tuple(a.strip() for a in text.split(",") if a.strip())
+    unknown = [a for a in agents if a not in PLAY_AGENTS]
+    if unknown or not agents:
+        raise UserError(f"--agents: unknown agent(s) {', '.join(unknown) or '(none given)'}; use {', '.join(PLAY_AGENTS)}")
+    return agents
+
+
+def _run_play(args) -> int:
+    from agent_runtime.benchmarks.play_bench import MODEL_AGENTS, run_play_bench, write_outputs
+    from agent_runtime.clocks import FixedCost
+    from agent_runtime.config import load_config
+    from agent_runtime.llm_episode import LLMRuntime
+    from agent_runtime.model_loader import load_model
+    from envs.doom_env import DoomEnv
+
+    if args.episodes < 1:
+        raise UserError(f"--episodes must be at least 1 (got {args.episodes})")
+    agents = _play_agents(args.agents)
+    check_scenario(args.scenario)
+    out = writable_dir(args.out, "--out")
+    config = load_config(scenario=args.scenario, seed=args.seed)
+    args.adapter = args.adapter or config.model.adapter
+    clock = "fixed_cost" if args.fixed_cost else "compute (world advanced by measured step time)"
+    loaded, info = _load(args, clock=clock, threads=args.threads)
+    untrained = (load_model(args.model, dtype=loaded.cpu.dtype) if loaded.adapter is not None
+                 and "multi_stream_untrained" in agents else loaded)
+    with DoomEnv(args.scenario, seed=args.seed) as env:
+        runtimes = {}
+        if any(a in MODEL_AGENTS for a in agents):
+            runtimes["trained"] = LLMRuntime.build(loaded, config, env.buttons, scenario=env.scenario)
+            runtimes["untrained"] = (runtimes["trained"] if untrained is loaded else
+                                     LLMRuntime.build(untrained, config, env.buttons, scenario=env.scenario))
+        result = run_play_bench(env, lambda s: DoomEnv(args.scenario, seed=s), runtimes, episodes=args.episodes,
+                                seed=args.seed, max_tics=args.max_tics, think_tokens=args.think_tokens, agents=agents,
+                                fixed_cost=FixedCost() if args.fixed_cost else None)
+    result.update(machine=info, cpu_path=info.get("cpu_path"), scenario=args.scenario,
+                  adapter=loaded.adapter.hash if loaded.adapter else None)
+    title = (f"{args.scenario}, {args.episodes} episodes, {loaded.model_id}"
+             + (f" + adapter {loaded.adapter.hash[:8]}" if loaded.adapter else ", no adapter"))
+    write_outputs(result, out, title)
+    if args.json:
+        print(json.dumps(result, default=str))
+    else:
+        def f(v, unit=""):
+            return "n/a" if v is None else f"{v:.1f}{unit}"
+        print(f"{'agent':24s} {'kills':>14s} {'reward':>14s} {'tics':>16s} {'reaction p50':>13s}")
+        for name, s in result["agents"].items():
+            print(f"{name:24s} {s['kills_mean']:6.1f} ± {s['kills_std']:5.1f} {s['reward_mean']:6.1f} ± "
+                  f"{s['reward_std']:5.1f} {s['tics_mean']:7.0f} ± {s['tics_std']:6.0f} {f(s['reaction_ms_p50'], ' ms'):>13s}")
+        print(f"plot: {result['plot']}")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     runners = {"kv": _run_kv, "reaction": _run_reaction, "interrupt": _run_interrupt, "voice": _run_voice,
-               "memory": _run_memory}
+               "memory": _run_memory, "play": _run_play}
     return runners[args.bench](args)

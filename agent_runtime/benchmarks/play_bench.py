@@ -1,0 +1,106 @@
+"""`bench play`: how well each agent plays, on the same seeds, interleaved, on the measured-compute clock.
+
+Model agents: the multi-stream agent with the trained adapter and without it, and read-think-act and read-act
+loops with the trained adapter. Players without a model: the naive scripted aimer, the lag-aware expert, and
+random. Per agent: kills, reward and survival tics (mean and standard deviation over episodes) and, for the
+model agents, reaction p50; a bar chart of kills.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+import numpy as np
+
+from agent_runtime.benchmarks.measure import progress
+
+MODEL_AGENTS = ("multi_stream", "multi_stream_untrained", "sequential", "no_think")
+PLAYERS = ("scripted", "expert", "random")
+AGENTS = MODEL_AGENTS + PLAYERS
+
+
+def _mean_std(values: list[float]) -> tuple[float, float]:
+    return float(statistics.mean(values)), float(statistics.pstdev(values)) if len(values) > 1 else 0.0
+
+
+def summarize(runs: list[dict]) -> dict:
+    out = {"episodes": len(runs)}
+    for key, name in (("kills", "kills"), ("reward", "reward"), ("tics", "tics")):
+        out[f"{name}_mean"], out[f"{name}_std"] = _mean_std([float(r[key]) for r in runs])
+    samples = [x for r in runs for x in r.get("reaction_samples_ms", [])]
+    out["reaction_ms_p50"] = float(np.percentile(samples, 50)) if samples else None
+    out["kills_per_episode"] = [r["kills"] for r in runs]
+    return out
+
+
+def play_model_episode(name: str, env, runtimes: dict, *, seed: int, max_tics, fixed_cost, think_tokens: int) -> dict:
+    from agent_runtime.llm_episode import run_llm_episode
+    from agent_runtime.sequential_agent import run_sequential_episode
+
+    if name in ("multi_stream", "multi_stream_untrained"):
+        runtime = runtimes["untrained" if name == "multi_stream_untrained" else "trained"]
+        return run_llm_episode(env, runtime, seed=seed, max_tics=max_tics, fixed_cost=fixed_cost, agent_seed=seed)
+    think = think_tokens if name == "sequential" else 0
+    return run_sequential_episode(env, runtimes["trained"], think_tokens=think, seed=seed, max_tics=max_tics,
+                                  fixed_cost=fixed_cost, agent_seed=seed)
+
+
+def play_player_episode(name: str, open_env, *, seed: int, max_tics) -> dict:
+    """A player without a model, on a fresh engine seeded like the model agents' episode."""
+    from agent_runtime.baseline_policies import make_policy, run_baseline_episode
+
+    with open_env(seed) as env:
+        policy = make_policy(name, env.buttons, seed=seed, screen_width=env.resolution[1])
+        result = run_baseline_episode(env, policy, max_tics=max_tics)
+    result["tics"] = max(result["tics"], 0)  # the engine reads tic 0 after a map that ended with the kill
+    return result
+
+
+def run_play_bench(env, open_env, runtimes: dict, *, episodes: int, seed: int, max_tics=None, fixed_cost=None,
+                   think_tokens: int = 64, agents=AGENTS) -> dict:
+    """Episode i of every agent plays seed + i; agents take turns episode by episode."""
+    per_agent: dict[str, list[dict]] = {name: [] for name in agents}
+    for index in range(episodes):
+        s = seed + index
+        for name in agents:
+            if name in MODEL_AGENTS:
+                r = play_model_episode(name, env, runtimes, seed=s, max_tics=max_tics, fixed_cost=fixed_cost,
+                                       think_tokens=think_tokens)
+            else:
+                r = play_player_episode(name, open_env, seed=s, max_tics=max_tics)
+            per_agent[name].append(r)
+            progress(f"episode {index + 1}/{episodes} {name}: kills {r['kills']}, reward {r['reward']:g}, "
+                     f"{r['tics']} tics")
+    return {"agents": {name: summarize(runs) for name, runs in per_agent.items()}, "episodes": episodes,
+            "seeds": [seed + i for i in range(episodes)]}
+
+
+def plot_kills(result: dict, path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(result["agents"])
+    means = [result["agents"][n]["kills_mean"] for n in names]
+    stds = [result["agents"][n]["kills_std"] for n in names]
+    fig, ax = plt.subplots(figsize=(8, 3.6))
+    colors = ["tab:blue" if n in MODEL_AGENTS else "tab:gray" for n in names]
+    ax.bar(names, means, yerr=stds, capsize=4, color=colors)
+    ax.set_ylabel("kills per episode (mean ± std)")
+    ax.set_title(title)
+    ax.tick_params(axis="x", labelrotation=20)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_outputs(result: dict, out_dir: Path, title: str) -> dict:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    plot = out_dir / "play_kills.png"
+    plot_kills(result, plot, title)
+    result["plot"] = str(plot)
+    (out_dir / "play.json").write_text(json.dumps(result, indent=2, default=str))
+    return result

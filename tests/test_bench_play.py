@@ -1,0 +1,42 @@
+"""`bench play`: every agent on the same seeds, kills/reward/tics mean and std, reaction p50, a bar chart."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+AGENTS = {"multi_stream", "multi_stream_untrained", "sequential", "no_think", "scripted", "expert", "random"}
+
+
+def _bench(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "agent_runtime.cli", "bench", "play", *args], cwd=REPO,
+                          capture_output=True, text=True, timeout=timeout, env={**os.environ, "PYTHONPATH": str(REPO)})
+
+
+def test_bench_play_reports_every_agent_on_the_same_seeds(tmp_path):
+    proc = _bench("--model", "tiny:llama", "--fixed-cost", "--threads", "1", "--episodes", "2", "--seed", "3",
+                  "--max-tics", "150", "--think-tokens", "4", "--json", "--out", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.startswith("machine: ")
+    result = json.loads(proc.stdout)
+    assert set(result["agents"]) == AGENTS and result["seeds"] == [3, 4]
+    for name, agent in result["agents"].items():
+        assert {"kills_mean", "kills_std", "reward_mean", "tics_mean"} <= set(agent), name
+        assert agent["episodes"] == 2 and 0 < agent["tics_mean"] <= 150 + 35  # a model step may overrun by a few tics
+    expert, random_ = result["agents"]["expert"], result["agents"]["random"]
+    assert expert["kills_mean"] > random_["kills_mean"]  # the expert plays; the untrained tiny model does not
+    assert result["agents"]["multi_stream"]["reaction_ms_p50"] > 0 and result["agents"]["expert"]["reaction_ms_p50"] is None
+    assert result["cpu_path"] and result["adapter"] is None
+    assert (tmp_path / "play_kills.png").stat().st_size > 0 and json.loads((tmp_path / "play.json").read_text())
+
+
+def test_bench_play_agent_subset_and_bad_agent_name(tmp_path):
+    proc = _bench("--agents", "expert,random", "--episodes", "1", "--max-tics", "100", "--json", "--out", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    assert set(json.loads(proc.stdout)["agents"]) == {"expert", "random"}
+    bad = _bench("--agents", "expert,wizard", "--out", str(tmp_path))
+    assert bad.returncode == 2 and "unknown agent(s) wizard" in bad.stderr and "Traceback" not in bad.stderr
