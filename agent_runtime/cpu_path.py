@@ -84,7 +84,8 @@ def _cpu_flags() -> tuple[set[str], str]:
     return flags, name or platform.processor()
 
 
-def _allowed_cores() -> int:
+def allowed_cores() -> int:
+    """Cores this process may run on."""
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:
@@ -113,12 +114,12 @@ def detect_features() -> CpuFeatures:
             raise UserError(f"{OVERRIDE_ENV}=avx512: this CPU ({name or arch}) has no AVX-512; unset it or use avx2")
         isa = "AVX512"
     return CpuFeatures(arch=arch, isa=isa, hardware_bf16=hardware_bf16, onednn_bf16=onednn_bf16, onednn=onednn,
-                       cores=_allowed_cores(), model_name=name, forced=forced)
+                       cores=allowed_cores(), model_name=name, forced=forced)
 
 
 def free_cores() -> int:
     """Cores not busy right now (sampled), at least 1: oversubscribing makes CPU decode several times slower."""
-    allowed = _allowed_cores()
+    allowed = allowed_cores()
     try:
         import psutil
 
@@ -352,7 +353,7 @@ def _write_cached(path: Path, features: CpuFeatures, threads: int, timings: dict
         pass
 
 
-_DECIDED: dict[tuple, CpuPath] = {}
+_MEASURED: dict[tuple, tuple[dict, str]] = {}  # (features, threads) -> (timings, "probe" or "cache")
 
 
 def cpu_path(*, dtype: str = "auto", threads: int | None = None, use_cache: bool = True) -> CpuPath:
@@ -362,16 +363,16 @@ def cpu_path(*, dtype: str = "auto", threads: int | None = None, use_cache: bool
     features = detect_features()
     n = choose_threads(threads)
     key = (features, n)
-    if key not in _DECIDED or not use_cache:
+    if key not in _MEASURED or not use_cache:
         cache = _cache_file(features, n)
         timings = _read_cached(cache) if use_cache else None
         source = "cache"
         if timings is None:
             timings, source = measure_linears(features, n), "probe"
             _write_cached(cache, features, n, timings)
-        _DECIDED[key] = decide(features, n, timings, source=source)
-    base = _DECIDED[key]
-    return decide(base.features, base.threads, base.timings, requested=dtype, source=base.source)
+        _MEASURED[key] = (timings, source)
+    timings, source = _MEASURED[key]
+    return decide(features, n, timings, requested=dtype, source=source)
 
 
 def apply(path: CpuPath, *, warn: bool = True, stream=sys.stderr) -> None:

@@ -30,7 +30,7 @@ def cache(tmp_path, monkeypatch):
     """A fresh probe cache; the process's torch threads are restored afterwards."""
     threads = torch.get_num_threads()
     monkeypatch.setenv("DOOM_AGENT_CACHE", str(tmp_path))
-    monkeypatch.setattr(cp, "_DECIDED", {})
+    monkeypatch.setattr(cp, "_MEASURED", {})
     yield tmp_path
     torch.set_num_threads(threads)
 
@@ -108,11 +108,11 @@ def test_real_probe_measures_every_eligible_kernel_and_is_cached_and_rebuilt_whe
 
     calls = []
     monkeypatch.setattr(cp, "measure_linears", lambda *a, **k: calls.append(1) or first.timings)
-    monkeypatch.setattr(cp, "_DECIDED", {})
+    monkeypatch.setattr(cp, "_MEASURED", {})
     again = cp.cpu_path(threads=1)
     assert again.source == "cache" and not calls and again.name == first.name
     files[0].write_text('{"version": 2, "timi')  # a write cut short
-    monkeypatch.setattr(cp, "_DECIDED", {})
+    monkeypatch.setattr(cp, "_MEASURED", {})
     rebuilt = cp.cpu_path(threads=1)
     assert rebuilt.source == "probe" and calls == [1]
     assert json.loads(files[0].read_text())["version"] == cp.PROBE_VERSION

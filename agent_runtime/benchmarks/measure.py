@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import platform
 import statistics
 import sys
@@ -39,10 +38,9 @@ def machine_info(model_id: str, threads: int, clock: str, device: str = "cpu", c
     """What every benchmark prints first and stores: the machine, and the CPU path it decided (`cpu`)."""
     import torch
 
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:
-        cores = os.cpu_count()
+    from agent_runtime.cpu_path import allowed_cores
+
+    cores = allowed_cores()
     return {
         "cpu": (cpu.features.model_name if cpu is not None else "") or platform.processor() or platform.machine(),
         "cores": cores,

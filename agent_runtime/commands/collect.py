@@ -41,10 +41,9 @@ def _manifest(args, loaded, config, buttons) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agent_runtime.clocks import FixedCost
     from agent_runtime.config import load_config
     from agent_runtime.events import EventBus
-    from agent_runtime.llm_episode import LLMRuntime, run_llm_episode
+    from agent_runtime.llm_episode import LLMRuntime
     from agent_runtime.model_loader import load_for_cpu
     from agent_runtime.training.decision_log import DecisionLog
     from agent_runtime.training.expert_labeler import ExpertLabeler
@@ -71,8 +70,7 @@ def run(args: argparse.Namespace) -> int:
             bus = EventBus("collect", keep=False)
             bus.sinks.append(labeler)
             for index in range(log.next_episode, args.episodes):
-                _collect_episode(env, runtime, log, labeler, bus, index, args,
-                                 FixedCost() if args.fixed_cost else None, run_llm_episode)
+                _collect_episode(env, runtime, log, labeler, bus, index, args)
         finally:
             log.close()
     print(f"{out}: {len(log.episodes)} episode(s), {sum(e['decisions'] for e in log.episodes)} decisions",
@@ -80,7 +78,11 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _collect_episode(env, runtime, log, labeler, bus, index: int, args, fixed_cost, run_llm_episode) -> None:
+def _collect_episode(env, runtime, log, labeler, bus, index: int, args) -> None:
+    from agent_runtime.clocks import FixedCost
+    from agent_runtime.llm_episode import run_llm_episode
+
+    fixed_cost = FixedCost() if args.fixed_cost else None
     seed = args.seed + index
     labeler.start_episode(index)
     t0 = time.monotonic()

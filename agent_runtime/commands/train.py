@@ -39,17 +39,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def _data_sets(dirs: list[str]) -> tuple[list[dict], list[list[dict]], str]:
     """Manifests, decisions and a hash of the data (the complete episodes' bytes) of every data set."""
-    from agent_runtime.training.decision_log import DECISIONS, MANIFEST, read_decisions
+    from agent_runtime.training.decision_log import MANIFEST, complete_bytes, parse_decisions
 
     manifests, decisions = [], []
     h = hashlib.sha256()
     for d in dirs:
-        rows = read_decisions(d)  # a directory that is no data set is a clear error
+        data = complete_bytes(d)  # a directory that is no data set is a clear error
+        h.update(data)
         manifests.append(json.loads((Path(d) / MANIFEST).read_text()))
-        decisions.append(rows)
-        size = os.path.getsize(Path(d) / DECISIONS)
-        with open(Path(d) / DECISIONS, "rb") as f:
-            h.update(f.read(size))
+        decisions.append(parse_decisions(data))
     for key in ("buttons", "model_weight_hash"):
         if len({json.dumps(m.get(key)) for m in manifests}) > 1:
             raise UserError(f"the data sets differ in {key}; train on data of one scenario's buttons and one base model")
@@ -74,7 +72,7 @@ def _check_args(args) -> None:
 def run(args: argparse.Namespace) -> int:
     from agent_runtime.action_grammar import ActionGrammar
     from agent_runtime.commands import writable_dir
-    from agent_runtime.model_loader import load_for_cpu
+    from agent_runtime.model_loader import EMBEDDED_MODEL_ID, load_for_cpu
     from agent_runtime.training.command_scores import Candidates
     from agent_runtime.training.lora_trainer import Example, TrainSettings, evaluate, split, train, with_adapters
 
@@ -82,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     manifests, decisions, data_hash = _data_sets(args.data)
     out = Path(args.out)
     writable_dir(str(out.parent if str(out.parent) else "."), "--out")
-    spec = args.model or (manifests[0]["model_id"] if manifests[0]["model_id"] != "SmolLM2-135M-Instruct" else None)
+    spec = args.model or (manifests[0]["model_id"] if manifests[0]["model_id"] != EMBEDDED_MODEL_ID else None)
     loaded = load_for_cpu(spec, dtype="float32", threads=args.threads)
     if loaded.base_weight_hash != manifests[0]["model_weight_hash"]:
         raise UserError(f"the data was collected with weights {manifests[0]['model_weight_hash']}, but {loaded.model_id} "

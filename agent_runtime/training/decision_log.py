@@ -110,13 +110,21 @@ class DecisionLog:
         self._episodes.close()
 
 
-def read_decisions(directory: str | Path) -> list[dict]:
-    """The decisions of the complete episodes of a data set directory."""
+def complete_bytes(directory: str | Path) -> bytes:
+    """decisions.jsonl up to the end of the last complete episode (what a data set holds for good)."""
     directory = Path(directory)
     if not (directory / MANIFEST).is_file():
         raise UserError(f"{directory}: not a data set (no {MANIFEST}); make one with `agent-runtime collect`")
     episodes = _read_lines(directory / EPISODES)
     end = episodes[-1]["decisions_bytes"] if episodes else 0
     with open(directory / DECISIONS, "rb") as f:
-        data = f.read(end)
+        return f.read(end)
+
+
+def parse_decisions(data: bytes) -> list[dict]:
     return [json.loads(line) for line in data.split(b"\n") if line.strip()]
+
+
+def read_decisions(directory: str | Path) -> list[dict]:
+    """The decisions of the complete episodes of a data set directory."""
+    return parse_decisions(complete_bytes(directory))

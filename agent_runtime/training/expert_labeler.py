@@ -36,11 +36,5 @@ class ExpertLabeler:
     def write(self, event) -> None:
         """EventSink: executed commands become the expert's commands in flight."""
         if event.kind == "action_executed" and event.tic is not None:
-            name, _, count = event.payload["command"].partition(" ")
-            tics = int(count) if count else None
-            if tics is None:
-                return  # a bare command holds the grammar's default; the executor always writes it with tics
-            try:
-                self.expert.observe_executed(name, tics, start_tic=event.tic)
-            except ValueError:
-                pass  # the first command before any frame was labelled: nothing in flight to correct
+            name, count = event.payload["command"].split(" ")  # Command.text: "<BUTTON> <tics>"
+            self.expert.observe_executed(name, int(count), start_tic=event.tic)
