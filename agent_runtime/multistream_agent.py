@@ -31,10 +31,12 @@ from agent_runtime.events import EventBus
 from agent_runtime.generation import SessionGeneration
 from agent_runtime.kv_block_store import Block
 from agent_runtime.model_runner import ModelRunner, StreamInput
+from agent_runtime.notices import OncePerKind, stderr_line
 from agent_runtime.recording.recording import screen_hash
 from agent_runtime.prompts import (ACTION_PROMPT, COMMENTARY_PROMPT, FRAME_PREFIX, HEARD_PREFIX, STATUS_PREFIX,
                                    THOUGHT_PROMPT, USER_PREFIX, system_prompt)
 from agent_runtime.sync_world import TimedFrame
+from agent_runtime.user_text_limits import MAX_PENDING_USER_TEXTS, MAX_USER_TEXT_CHARS, MAX_USER_TOKENS
 from agent_runtime.view import View
 from agent_runtime.view_sections import ViewSections
 
@@ -54,6 +56,8 @@ class AgentStats:
     remarks_stopped: int = 0  # cut off by a generation bump (barge-in)
     commentary_tokens: int = 0
     heard_commits: int = 0
+    user_texts_truncated: int = 0  # cut to max_user_tokens
+    user_texts_dropped: int = 0  # more were waiting than max_pending_user
 
 
 @dataclass
@@ -114,13 +118,19 @@ class MultiStreamAgent:
                  think: bool = True, temperature: float = 0.8, prefill_tokens_per_step: int = 96,
                  decisions_per_block: int = 8, action_history_blocks: int = 1, user_blocks: int = 2,
                  decision_mode: str = "score", commentary: bool = False, on_sentence=None,
-                 commentary_interval_ms: float = 4000.0, commentary_max_tokens: int = 24, on_decision=None):
+                 commentary_interval_ms: float = 4000.0, commentary_max_tokens: int = 24, on_decision=None,
+                 max_user_tokens: int = MAX_USER_TOKENS, max_pending_user: int = MAX_PENDING_USER_TEXTS,
+                 notify=stderr_line):
         """decision_mode: "score" decides a command in ONE forward by scoring every command's tokens as
         parallel branches over the same view (exact: the prompt's KV is written before the branches attend);
         "decode" walks the grammar token by token and also lets the model choose a tic count.
         on_decision(view_tokens, timed_frame, command): called at every decision with the tokens the action
-        stream's view read (data collection)."""
+        stream's view read (data collection). max_user_tokens / max_pending_user bound what user text holds of
+        the pool (user_text_limits); notify(line): where the once-a-session line about a cut or drop goes
+        (None: events only)."""
         self.on_decision = on_decision
+        self.max_user_tokens, self.max_pending_user = max_user_tokens, max_pending_user
+        self._notice = OncePerKind(notify)
         if decision_mode not in ("score", "decode"):
             raise ValueError(f"decision_mode must be 'score' or 'decode', not {decision_mode!r}")
         self.decision_mode = decision_mode
@@ -189,13 +199,34 @@ class MultiStreamAgent:
         """A user command: bump the generation first, queue its text for the views; a button command acts directly."""
         gen = self.generation.bump("user_command")
         self._emit("generation_bump", "user", generation=gen, sim_ms=now_ms, reason="user_command", text=text)
-        self.pending_user.append(_TextPrefill(self._encode(USER_PREFIX + text)))
+        self._queue_user_text(text, now_ms)
         if command is None:
             return None
         newest = self.newest_frame()
         if newest is None:
             return None
         return Action(command, gen, newest.frame.tic, max(newest.read_ms, now_ms), now_ms, source="user")
+
+    def _queue_user_text(self, text: str, now_ms: float) -> None:
+        """The text's tokens, cut to max_user_tokens, wait for prefill; past max_pending_user the oldest waiting
+        one that has not started is dropped. Both are events (and, once, a line): the pool share stays bounded."""
+        tokens = self._encode(USER_PREFIX + text[:MAX_USER_TEXT_CHARS])  # never tokenize an endless text whole
+        if len(tokens) > self.max_user_tokens:
+            self.stats.user_texts_truncated += 1
+            self._emit("user_text_truncated", "user", sim_ms=now_ms, chars=len(text), tokens=len(tokens),
+                       kept_tokens=self.max_user_tokens)
+            self._notice("truncated", f"agent: a user text of {len(text)} characters was cut to its first "
+                                      f"{self.max_user_tokens} tokens (later cuts: user_text_truncated events)")
+            tokens = tokens[: self.max_user_tokens]
+        waiting = [job for job in self.pending_user if job.view is None]  # not yet started
+        if len(self.pending_user) >= self.max_pending_user and waiting:
+            self.pending_user.remove(waiting[0])
+            self.stats.user_texts_dropped += 1
+            self._emit("user_text_dropped", "user", sim_ms=now_ms, tokens=len(waiting[0].tokens),
+                       reason=f"more than {self.max_pending_user} texts waiting")
+            self._notice("dropped", f"agent: user texts arrive faster than they can be read; older waiting ones "
+                                    f"are dropped (more than {self.max_pending_user}; user_text_dropped events)")
+        self.pending_user.append(_TextPrefill(tokens))
 
     def new_episode(self) -> None:
         """The game restarted: old frames leave the views (tics start over); thoughts and history stay."""

@@ -5,7 +5,8 @@ steps, which raises Interrupted, so the recording is closed by the `finally` blo
 CLI exits 130 (SIGINT) or 143 (SIGTERM). Outside such a loop (loading a model, writing results) the first
 signal raises Interrupted where the program is, as Ctrl-C normally does. A second signal, for a run that
 does not stop, flushes stdout/stderr and exits with the same code without any cleanup (events.jsonl is
-flushed line by line, so what was written stays).
+flushed line by line, so what was written stays). A fault noticed elsewhere (a full recordings disk under
+`--on-disk-full stop`) asks for the same clean stop with request_stop(error): the next check() raises it.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ REASONS = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated"}
 
 _requested: int | None = None  # the first signal received, until handled
 _loops = 0  # step loops running that check() between steps
+_fault: BaseException | None = None  # a fault elsewhere that asked the run to stop (raised once by check())
 
 
 class Interrupted(KeyboardInterrupt):
@@ -39,9 +41,20 @@ def requested() -> int | None:
 
 
 def check() -> None:
-    """Between two steps of a loop: raise Interrupted when a stop was asked for."""
+    """Between two steps of a loop: raise Interrupted when a stop was asked for, or the fault that asked for one."""
+    global _fault
     if _requested is not None:
         raise Interrupted(_requested)
+    if _fault is not None:
+        fault, _fault = _fault, None
+        raise fault
+
+
+def request_stop(fault: BaseException) -> None:
+    """A fault noticed off the step loop (a full recordings disk, on any thread) ends the run at its next check()."""
+    global _fault
+    if _fault is None:
+        _fault = fault
 
 
 @contextmanager
@@ -80,12 +93,12 @@ def _exit_now(signum: int) -> None:
 @contextmanager
 def handle_stops():
     """Install the handlers for the duration of a command (main thread only; elsewhere a no-op)."""
-    global _requested
+    global _requested, _fault
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     saved = {sig: signal.getsignal(sig) for sig in SIGNALS}
-    _requested = None
+    _requested, _fault = None, None
     for sig in SIGNALS:
         signal.signal(sig, _handle)
     try:
@@ -93,4 +106,4 @@ def handle_stops():
     finally:
         for sig, handler in saved.items():
             signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
-        _requested = None
+        _requested, _fault = None, None

@@ -111,6 +111,7 @@ class DoomEnv:
         self.episode_seed: int | None = None
         self._needs_reinit = False  # 1.3.2 freezes on a plain new_episode after a recording or replay
         self._reward_mark = 0.0
+        self._tic_seen = 0  # the episode clock's last value (see tic)
         self._closed = False
 
         game = vzd.DoomGame()
@@ -170,8 +171,14 @@ class DoomEnv:
 
     @property
     def tic(self) -> int:
-        """Episode tic as of the last action call (in realtime the world may be ahead of it)."""
-        return int(self._game.get_episode_time())
+        """Episode tic as of the last action call (in realtime the world may be ahead of it).
+
+        ViZDoom resets its episode clock to 0 when an episode ends by a kill (basic: -14 tics played); the
+        tic it ended on (the last action's end) stands instead."""
+        now = int(self._game.get_episode_time())
+        if now >= self._tic_seen:
+            self._tic_seen = now
+        return self._tic_seen
 
     @property
     def episode_timeout_tics(self) -> int:
@@ -216,6 +223,7 @@ class DoomEnv:
         else:
             self._guard.call("new_episode", self._game.new_episode, expected_s=EPISODE_S)
         self._reward_mark = self.total_reward
+        self._tic_seen = 0
         frame = self.read_frame()
         if frame is None:
             raise RuntimeError(f"scenario {self.scenario}: the episode ended before its first frame")
@@ -320,7 +328,10 @@ class DoomEnv:
     def _make_action(self, vector: list[float], tics: int) -> None:
         # realtime: the call itself lasts `tics` tics; sync: as long as the engine takes to compute them
         expected = tics / TICS_PER_SECOND if self.clock == "realtime" else tics * SYNC_TIC_S
+        before = self.tic
         self._guard.call("make_action", self._game.make_action, vector, tics, expected_s=expected)
+        if int(self._game.get_episode_time()) < before:  # the clock was reset: the episode ended within this action
+            self._tic_seen = before + tics
 
     def _take_reward(self) -> float:
         total = self.total_reward

@@ -136,7 +136,19 @@ def test_reward_and_kills_accumulate(sync_env):
     while sync_env.read_frame() is not None:
         total += sync_env.act({"ATTACK": 1, "TURN_LEFT": 1}, tics=2)
     assert total == pytest.approx(sync_env.total_reward)
-    assert sync_env.kills >= 0
+    # spinning and firing kills some (the fixture's seed: 2 or more); the reward is +1 a kill, -1 for dying
+    assert sync_env.kills >= 1 and total in (sync_env.kills, sync_env.kills - 1)
+
+
+def test_an_episode_ended_by_a_kill_counts_the_tics_it_lasted():
+    """ViZDoom resets its clock when basic ends by a kill (it read -14 tics played); the count must stay true."""
+    from agent_runtime.baseline_policies import make_policy, run_baseline_episode
+
+    with DoomEnv("basic", seed=0) as env:
+        result = run_baseline_episode(env, make_policy("expert", env.buttons))
+    assert result["kills"] == 1 and result["finished"]  # ended by the kill, well before basic's 300-tic timeout
+    assert 0 < result["tics"] < 200 and result["end_tic"] > 0
+
 
 
 # --- recordings and the 1.3.2 freeze ------------------------------------------------------------

@@ -58,6 +58,50 @@ def test_training_scores_equal_the_action_streams_scores_for_one_and_two_token_c
     assert torch.allclose(trained, expected.float(), atol=1e-4)
 
 
+def test_a_shared_system_prompt_is_run_once_with_the_same_scores_and_gradients(monkeypatch):
+    """Views that start alike (the system prompt) share one pass over those tokens: the scores still equal the
+    action stream's, and the adapters' gradients equal those of running every view whole."""
+    from agent_runtime.training import command_scores
+
+    loaded = load_model("tiny:llama", dtype="float32", seed=7)
+    tok = loaded.tokenizer
+    grammar = ActionGrammar(BUTTONS, tok)
+    candidates = Candidates.from_grammar(grammar, tok)
+    rng = random.Random(1)
+    system = [rng.randrange(100, 40000) for _ in range(40)]
+    views = [system + [rng.randrange(100, 40000) for _ in range(n)] for n in (5, 17, 11, 2)]
+    assert command_scores.shared_prefix_length(views) == 40
+
+    calls = []
+    real_forward = loaded.model.forward
+    monkeypatch.setattr(loaded.model, "forward", lambda *a, **k: calls.append(k["input_ids"].shape) or real_forward(*a, **k))
+    with torch.no_grad():
+        shared = candidate_scores(loaded.model, views, candidates, pad_id=0)
+    assert calls[0] == (1, 40)  # the system prompt, once
+    assert all(shape[1] < 40 for shape in calls[1:])  # the rest only the views' own tokens
+    expected = _runtime_scores(loaded, views, CommandScorer(grammar, tok))
+    assert torch.allclose(shared, expected.float(), atol=1e-4)
+
+    model = with_adapters(load_model("tiny:llama", dtype="float32", seed=7, tokenizer=False).model,
+                          TrainSettings(rank=4, layers_from=0))
+    torch.manual_seed(0)
+    for p in model.parameters():  # LoRA B starts at zero; give it values so every gradient path is live
+        if p.requires_grad:
+            p.data.normal_(0, 0.02)
+
+    def grads() -> list[torch.Tensor]:
+        model.zero_grad()
+        labels = torch.tensor([0, 1, 2, 3])
+        torch.nn.functional.cross_entropy(candidate_scores(model, views, candidates), labels).backward()
+        return [p.grad.clone() for p in model.parameters() if p.requires_grad]
+
+    with_sharing = grads()
+    monkeypatch.setattr(command_scores, "MIN_SHARED", 10_000)
+    whole = grads()
+    assert len(whole) > 0 and all(w.abs().sum() > 0 for w in whole)
+    assert all(torch.allclose(a, b, atol=1e-5, rtol=1e-3) for a, b in zip(with_sharing, whole))
+
+
 def test_batches_are_balanced_across_labels_however_skewed_the_data():
     examples = [Example([1], 0, ("d", 0))] * 90 + [Example([2], 1, ("d", 0))] * 9 + [Example([3], 2, ("d", 0))]
     batches = balanced_batches(examples, 8, seed=0)
@@ -88,6 +132,26 @@ def test_lora_learns_a_labelling_the_view_determines(tmp_path):
     assert before < 0.6 and after["accuracy"] >= 0.9
     assert history.accuracies[-1] == after["accuracy"] and len(history.losses) == 80
     assert sum(history.losses[-10:]) < sum(history.losses[:10])
+
+
+def test_same_data_and_seed_give_the_same_adapter_and_another_seed_another():
+    loaded = load_model("tiny:llama", dtype="float32", seed=1)
+    tok = loaded.tokenizer
+    candidates = Candidates.from_grammar(ActionGrammar(("ATTACK", "TURN_LEFT", "TURN_RIGHT"), tok), tok)
+    rng = random.Random(3)
+    system = [rng.randrange(100, 40000) for _ in range(20)]  # shared: the prefix pass takes part too
+    data = [Example(system + [rng.randrange(100, 40000) for _ in range(rng.randrange(2, 9))], i % 3, ("d", i))
+            for i in range(30)]
+
+    def adapter(seed: int) -> list[torch.Tensor]:
+        settings = TrainSettings(steps=6, batch=4, lr=1e-2, rank=4, layers_from=0, seed=seed, eval_every=100)
+        model = with_adapters(load_model("tiny:llama", dtype="float32", seed=1, tokenizer=False).model, settings)
+        train(model, data, [], candidates, settings)
+        return [p.detach().clone() for p in model.parameters() if p.requires_grad]
+
+    first, again, other = adapter(0), adapter(0), adapter(1)
+    assert all(torch.equal(a, b) for a, b in zip(first, again))
+    assert not all(torch.equal(a, b) for a, b in zip(first, other))
 
 
 def _cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:

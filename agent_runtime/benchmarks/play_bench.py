@@ -58,23 +58,36 @@ def play_player_episode(name: str, open_env, *, seed: int, max_tics) -> dict:
     return result
 
 
+def play_one(name: str, env, open_env, runtimes: dict, *, seed: int, max_tics=None, fixed_cost=None,
+             think_tokens: int = 64) -> dict:
+    """One episode of one agent on seed `seed` (what a Ray worker plays too)."""
+    if name in MODEL_AGENTS:
+        return play_model_episode(name, env, runtimes, seed=seed, max_tics=max_tics, fixed_cost=fixed_cost,
+                                  think_tokens=think_tokens)
+    return play_player_episode(name, open_env, seed=seed, max_tics=max_tics)
+
+
+def report_episode(index: int, episodes: int, name: str, r: dict, where: str = "") -> None:
+    progress(f"episode {index + 1}/{episodes} {name}{where}: kills {r['kills']}, reward {r['reward']:g}, "
+             f"{r['tics']} tics")
+
+
+def summarize_agents(per_agent: dict[str, list[dict]], *, episodes: int, seed: int) -> dict:
+    return {"agents": {name: summarize(runs) for name, runs in per_agent.items()}, "episodes": episodes,
+            "seeds": [seed + i for i in range(episodes)]}
+
+
 def run_play_bench(env, open_env, runtimes: dict, *, episodes: int, seed: int, max_tics=None, fixed_cost=None,
                    think_tokens: int = 64, agents=AGENTS) -> dict:
     """Episode i of every agent plays seed + i; agents take turns episode by episode."""
     per_agent: dict[str, list[dict]] = {name: [] for name in agents}
     for index in range(episodes):
-        s = seed + index
         for name in agents:
-            if name in MODEL_AGENTS:
-                r = play_model_episode(name, env, runtimes, seed=s, max_tics=max_tics, fixed_cost=fixed_cost,
-                                       think_tokens=think_tokens)
-            else:
-                r = play_player_episode(name, open_env, seed=s, max_tics=max_tics)
+            r = play_one(name, env, open_env, runtimes, seed=seed + index, max_tics=max_tics,
+                         fixed_cost=fixed_cost, think_tokens=think_tokens)
             per_agent[name].append(r)
-            progress(f"episode {index + 1}/{episodes} {name}: kills {r['kills']}, reward {r['reward']:g}, "
-                     f"{r['tics']} tics")
-    return {"agents": {name: summarize(runs) for name, runs in per_agent.items()}, "episodes": episodes,
-            "seeds": [seed + i for i in range(episodes)]}
+            report_episode(index, episodes, name, r)
+    return summarize_agents(per_agent, episodes=episodes, seed=seed)
 
 
 def plot_kills(result: dict, path: Path, title: str) -> None:

@@ -53,23 +53,36 @@ def _summary(episodes: list[dict], think_tokens: int) -> dict:
     }
 
 
+def play_one(name: str, env, runtime, *, seed: int, think_tokens: int, max_tics: int | None, fixed_cost=None) -> dict:
+    """One episode of one agent on seed `seed` (what a Ray worker plays too)."""
+    if name == "multi_stream":
+        return run_llm_episode(env, runtime, seed=seed, max_tics=max_tics, fixed_cost=fixed_cost, agent_seed=seed)
+    think = think_tokens if name == "sequential" else 0
+    return run_sequential_episode(env, runtime, think_tokens=think, seed=seed, max_tics=max_tics,
+                                  fixed_cost=fixed_cost, agent_seed=seed)
+
+
+def report_episode(index: int, episodes: int, name: str, r: dict, where: str = "") -> None:
+    p50 = r["reaction_ms_p50"]
+    progress(f"episode {index + 1}/{episodes} {name}{where}: reaction p50 "
+             f"{'n/a' if p50 is None else f'{p50:.0f} ms'}, kills {r['kills']}, "
+             f"actions {r['actions_executed']} (+{r['actions_fenced']} fenced), {r['tics']} tics")
+
+
 def run_reaction_bench(env, runtime, *, episodes: int, think_tokens: int, max_tics: int | None, seed: int,
                        fixed_cost=None) -> dict:
     per_agent: dict[str, list[dict]] = {name: [] for name in AGENTS}
     for index in range(episodes):
-        s = seed + index
         for name in AGENTS:
-            if name == "multi_stream":
-                r = run_llm_episode(env, runtime, seed=s, max_tics=max_tics, fixed_cost=fixed_cost, agent_seed=s)
-            else:
-                think = think_tokens if name == "sequential" else 0
-                r = run_sequential_episode(env, runtime, think_tokens=think, seed=s, max_tics=max_tics,
-                                           fixed_cost=fixed_cost, agent_seed=s)
+            r = play_one(name, env, runtime, seed=seed + index, think_tokens=think_tokens, max_tics=max_tics,
+                         fixed_cost=fixed_cost)
             per_agent[name].append(r)
-            p50 = r["reaction_ms_p50"]
-            progress(f"episode {index + 1}/{episodes} {name}: reaction p50 "
-                     f"{'n/a' if p50 is None else f'{p50:.0f} ms'}, kills {r['kills']}, "
-                     f"actions {r['actions_executed']} (+{r['actions_fenced']} fenced), {r['tics']} tics")
+            report_episode(index, episodes, name, r)
+    return summarize_agents(per_agent, think_tokens)
+
+
+def summarize_agents(per_agent: dict[str, list[dict]], think_tokens: int) -> dict:
+    """Per agent summaries, the sequential/multi-stream ratios and the targets, from episodes in seed order."""
     agents = {name: _summary(runs, think_tokens if name == "sequential" else 0) for name, runs in per_agent.items()}
     multi = agents["multi_stream"]
 

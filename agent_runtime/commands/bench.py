@@ -5,9 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 
+from agent_runtime import fanout
 from agent_runtime.commands import check_scenario, writable_dir
 from agent_runtime.errors import UserError
+from agent_runtime.fanout import options as fanout_options
 
+ADAPTER_HELP = "LoRA adapter merged at load (default: the shipped one; `none`: the untrained model; or a path)"
 PLAY_AGENTS = ("multi_stream", "multi_stream_untrained", "sequential", "no_think", "scripted", "expert", "random")
 
 
@@ -35,8 +38,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     rx.add_argument("--dtype", default="auto", choices=("auto", "bfloat16", "float32"),
                     help="model precision (default auto: the CPU path's choice)")
     rx.add_argument("--threads", type=int, help="torch threads (default: the cores actually free)")
+    rx.add_argument("--adapter", help=ADAPTER_HELP)
     rx.add_argument("--fixed-cost", action="store_true", help="deterministic fixed-cost clock instead of measured compute")
     rx.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="where the model and KV pool live")
+    fanout_options.add_arguments(rx)  # --workers, --ray-address
 
     vo = sub.add_parser("voice", help="synthesized voice commands during real-time play: end of speech -> action")
     vo.add_argument("--commands", type=int, default=10, help="voice commands to speak (default 10)")
@@ -46,6 +51,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                     help="model precision (default auto: the CPU path's choice)")
     vo.add_argument("--seed", type=int, default=0)
     vo.add_argument("--threads", type=int, help="torch threads (default: the cores actually free)")
+    vo.add_argument("--adapter", help=ADAPTER_HELP)
     vo.add_argument("--barge-in", default="immediate", choices=("pause_confirm", "half_duplex", "immediate"))
     vo.add_argument("--json", action="store_true")
 
@@ -56,7 +62,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     pl.add_argument("--json", action="store_true", help="print the result as one JSON object on stdout")
     pl.add_argument("--out", default="bench-out", help="directory for play.json and play_kills.png (default bench-out)")
     pl.add_argument("--model", help="model (default: the embedded SmolLM2-135M-Instruct)")
-    pl.add_argument("--adapter", help="the trained adapter (default: the config's model.adapter)")
+    pl.add_argument("--adapter", help=ADAPTER_HELP)
     pl.add_argument("--dtype", default="auto", choices=("auto", "bfloat16", "float32"),
                     help="model precision (default auto: the CPU path's choice)")
     pl.add_argument("--threads", type=int, help="torch threads (default: the cores actually free)")
@@ -64,6 +70,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     pl.add_argument("--think-tokens", type=int, default=64, help="sequential agent's thought tokens per cycle (default 64)")
     pl.add_argument("--agents", help="comma-separated subset of: " + ", ".join(PLAY_AGENTS))
     pl.add_argument("--fixed-cost", action="store_true", help="deterministic fixed-cost clock instead of measured compute")
+    fanout_options.add_arguments(pl)  # --workers, --ray-address
 
     mem = sub.add_parser("memory", help="long headless run: KV pool and process memory must stay flat")
     mem.add_argument("--frames", type=int, default=10000, help="frames to prefill in all (default 10000)")
@@ -94,7 +101,10 @@ def _load(args, *, clock: str, threads: int | None = None, device: str = "cpu"):
 
         if not torch.cuda.is_available():
             raise UserError("--device cuda: no CUDA device is available here; use --device cpu")
-    loaded = load_for_cpu(args.model, dtype=args.dtype, threads=threads, adapter=getattr(args, "adapter", None),
+    from agent_runtime.adapters import DEFAULT
+
+    adapter = (args.adapter or DEFAULT) if hasattr(args, "adapter") else None  # kv and memory measure no skill
+    loaded = load_for_cpu(args.model, dtype=args.dtype, threads=threads, adapter=adapter,
                           tokenizer=args.bench != "kv", announce=False)  # the header says it
     info = machine_info(loaded.model_id, loaded.cpu.threads, clock=clock, device=device, cpu=loaded.cpu)
     print_header(info)
@@ -134,7 +144,7 @@ def _run_kv(args) -> int:
 
 
 def _run_reaction(args) -> int:
-    from agent_runtime.benchmarks.reaction_bench import run_reaction_bench, write_outputs
+    from agent_runtime.benchmarks.reaction_bench import run_reaction_bench
     from agent_runtime.clocks import FixedCost
     from agent_runtime.config import load_config
     from agent_runtime.llm_episode import LLMRuntime
@@ -144,8 +154,15 @@ def _run_reaction(args) -> int:
         raise UserError(f"--episodes must be at least 1 (got {args.episodes})")
     if args.think_tokens < 1:
         raise UserError(f"--think-tokens must be at least 1 (got {args.think_tokens})")
+    fanout_options.check(args)
     check_scenario(args.scenario)
     out = writable_dir(args.out, "--out")
+    if fanout.wanted(args):  # the same (episode, agent) pairs, played by Ray workers
+        from agent_runtime.fanout.reaction_bench_fanout import run_reaction_bench_on_ray
+
+        result, title = run_reaction_bench_on_ray(args)
+        _report_reaction(args, out, result, title)
+        return 1 if result["lost"] else 0
     clock = "fixed_cost" if args.fixed_cost else "compute (world advanced by measured step time)"
     loaded, info = _load(args, clock=clock, threads=args.threads, device=args.device)
     config = load_config(scenario=args.scenario, seed=args.seed)
@@ -157,7 +174,14 @@ def _run_reaction(args) -> int:
     result["machine"] = info
     result["cpu_path"] = info.get("cpu_path")
     result["scenario"] = args.scenario
+    result["adapter"] = loaded.adapter.hash if loaded.adapter else None
     title = f"{args.scenario}, {loaded.model_id}, {args.episodes} episodes, {info['threads']} thread(s)"
+    return _report_reaction(args, out, result, title)
+
+
+def _report_reaction(args, out, result: dict, title: str) -> int:
+    from agent_runtime.benchmarks.reaction_bench import write_outputs
+
     public = write_outputs(result, out, title)
     if args.json:
         print(json.dumps(public))
@@ -274,7 +298,7 @@ def _play_agents(text: str | None) -> tuple[str, ...]:
 
 
 def _run_play(args) -> int:
-    from agent_runtime.benchmarks.play_bench import MODEL_AGENTS, run_play_bench, write_outputs
+    from agent_runtime.benchmarks.play_bench import MODEL_AGENTS, run_play_bench
     from agent_runtime.clocks import FixedCost
     from agent_runtime.config import load_config
     from agent_runtime.llm_episode import LLMRuntime
@@ -284,10 +308,16 @@ def _run_play(args) -> int:
     if args.episodes < 1:
         raise UserError(f"--episodes must be at least 1 (got {args.episodes})")
     agents = _play_agents(args.agents)
+    fanout_options.check(args)
     check_scenario(args.scenario)
     out = writable_dir(args.out, "--out")
+    if fanout.wanted(args):  # the same (episode, agent) pairs, played by Ray workers
+        from agent_runtime.fanout.play_bench_fanout import run_play_bench_on_ray
+
+        result, title = run_play_bench_on_ray(args, agents)
+        _report_play(args, out, result, title)
+        return 1 if result["lost"] else 0
     config = load_config(scenario=args.scenario, seed=args.seed)
-    args.adapter = args.adapter or config.model.adapter
     clock = "fixed_cost" if args.fixed_cost else "compute (world advanced by measured step time)"
     loaded, info = _load(args, clock=clock, threads=args.threads)
     untrained = (load_model(args.model, dtype=loaded.cpu.dtype) if loaded.adapter is not None
@@ -305,6 +335,12 @@ def _run_play(args) -> int:
                   adapter=loaded.adapter.hash if loaded.adapter else None)
     title = (f"{args.scenario}, {args.episodes} episodes, {loaded.model_id}"
              + (f" + adapter {loaded.adapter.hash[:8]}" if loaded.adapter else ", no adapter"))
+    return _report_play(args, out, result, title)
+
+
+def _report_play(args, out, result: dict, title: str) -> int:
+    from agent_runtime.benchmarks.play_bench import write_outputs
+
     write_outputs(result, out, title)
     if args.json:
         print(json.dumps(result, default=str))

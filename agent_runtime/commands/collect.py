@@ -11,8 +11,10 @@ import argparse
 import sys
 import time
 
+from agent_runtime import fanout
 from agent_runtime.commands import check_scenario, require_expressible, writable_dir
 from agent_runtime.errors import UserError
+from agent_runtime.fanout import options as fanout_options
 
 MODEL_SEED = 0
 
@@ -23,11 +25,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, help="data set directory (created, or resumed when it exists)")
     p.add_argument("--seed", type=int, default=0, help="episode i plays seed SEED + i (default 0)")
     p.add_argument("--model", help="model (default: the embedded SmolLM2-135M-Instruct)")
-    p.add_argument("--adapter", help="LoRA adapter the agent plays with (DAgger: the newest one; default none)")
+    p.add_argument("--adapter", help="LoRA adapter the agent plays with (DAgger: the newest one; default: the config's "
+                                     "model.adapter, the shipped one; `none`: the untrained model)")
     p.add_argument("--max-tics", type=int, help="stop each episode after this many tics")
     p.add_argument("--threads", type=int, help="torch threads (default: the cores actually free)")
     p.add_argument("--fixed-cost", action="store_true",
                    help="charge each engine step a fixed cost per token instead of its measured compute time")
+    fanout_options.add_arguments(p)  # --workers, --ray-address
 
 
 def _manifest(args, loaded, config, buttons) -> dict:
@@ -53,8 +57,13 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--episodes must be at least 1 (got {args.episodes})")
     if args.max_tics is not None and args.max_tics < 1:
         raise UserError(f"--max-tics must be at least 1 (got {args.max_tics})")
+    fanout_options.check(args)
     check_scenario(args.scenario)
     out = writable_dir(args.out, "--out")
+    if fanout.wanted(args):  # Ray workers play and label; this process writes the data set in episode order
+        from agent_runtime.fanout.collect_fanout import run_collect
+
+        return run_collect(args, out)
     config = load_config(scenario=args.scenario, seed=args.seed)
     loaded = load_for_cpu(args.model or config.model.path, dtype=config.model.dtype,
                           threads=args.threads or config.model.threads, seed=MODEL_SEED,

@@ -18,6 +18,8 @@ from envs.engine_guard import EngineDied, EngineHung
 from agent_runtime import signals
 from agent_runtime.commands import check_scenario, print_progress, require_expressible, writable_dir
 from agent_runtime.errors import UserError, first_line
+from agent_runtime import fanout
+from agent_runtime.fanout import options as fanout_options
 
 POLICIES = ("llm", "sequential", "no_think", "scripted", "expert", "random")
 MODEL_POLICIES = ("llm", "sequential", "no_think")
@@ -43,7 +45,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", help="model: a safetensors directory, a .gguf file or tiny:llama (default: the config's, "
                                    "else the embedded SmolLM2-135M-Instruct)")
     p.add_argument("--adapter", help="LoRA adapter from `agent-runtime train`, merged at load (default: the config's "
-                                     "model.adapter; `none`: the untrained model)")
+                                     "model.adapter, the shipped one; `none`: the untrained model)")
     p.add_argument("--think-tokens", type=int, default=64, help="sequential policy: thought tokens per cycle (default 64)")
     p.add_argument("--fixed-cost", action="store_true",
                    help="charge each engine step a fixed cost per token instead of its measured compute time (deterministic)")
@@ -52,9 +54,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="when the ViZDoom engine dies or hangs mid-episode (its recording is closed as incomplete "
                         "either way): exit = stop with exit code 1 (default); continue = go on with the next "
                         "episode on a fresh engine, and exit 1 at the end")
+    p.add_argument("--on-disk-full", choices=("continue", "stop"), default="continue",
+                   help="when a recording cannot be written mid-run (a full or unwritable disk; one line says so and "
+                        "what was written stays readable): continue = play on without recording (default); "
+                        "stop = end the run cleanly after the current step, exit code 1")
     p.add_argument("--user-text", action="append", metavar="STEP:TEXT",
                    help="llm policy: type TEXT to the agent at engine step STEP (repeatable); a command such as "
                         "TURN_LEFT or 'ATTACK 3' also acts at once. Recorded as user_input, replayed by --rerun")
+    fanout_options.add_arguments(p)  # --workers, --ray-address
 
 
 def _check_args(args: argparse.Namespace) -> None:
@@ -95,9 +102,11 @@ def run(args: argparse.Namespace) -> int:
     from agent_runtime.config import load_config
 
     _check_args(args)
+    fanout_options.check(args)
     config = load_config(args.config, scenario=args.scenario, seed=args.seed, clock=args.clock)
 
     from agent_runtime.recording.user_script import parse_user_text_args
+    from agent_runtime.recording.write_guard import RecordingStopped, WriteGuard
 
     check_scenario(config.scenario)
     user_texts = parse_user_text_args(args.user_text)
@@ -105,6 +114,10 @@ def run(args: argparse.Namespace) -> int:
     record_root = None
     if not args.no_record:
         record_root = out_dir or writable_dir(config.recordings_dir, "recordings_dir")
+    if fanout.wanted(args):  # --workers N / --ray-address: the same episodes, played by Ray workers
+        from agent_runtime.fanout.episode_fanout import run_episodes
+
+        return run_episodes(args, config, user_texts, out_dir, record_root)
 
     env = _open_env(config, config.seed)
     try:
@@ -114,6 +127,7 @@ def run(args: argparse.Namespace) -> int:
         env.close()
         raise
     results_file = (out_dir / "results.jsonl").open("a") if out_dir else None
+    guard = WriteGuard(args.on_disk_full)  # a write that fails mid-run stops every file of the run, not the play
     lost = 0  # episodes whose engine died
     try:
         with signals.stoppable():
@@ -124,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
                     env = _open_env(config, seed)
                 played, env = env, None  # _play_episode closes it, whatever happens
                 try:
-                    result = _play_episode(player, played, seed, index, record_root)
+                    result = _play_episode(player, played, seed, index, record_root, guard)
                 except EngineDied as e:
                     lost += 1
                     where = getattr(e, "recording_dir", None)
@@ -134,13 +148,18 @@ def run(args: argparse.Namespace) -> int:
                     if args.on_engine_death == "exit":
                         return 1
                     continue
-                _report(args, index, result, results_file)
+                _report(args, index, result, results_file, guard)
+    except RecordingStopped:  # --on-disk-full stop: the guard's line said why; the recording is closed
+        return 1
     finally:
         if env is not None:
             env.close()
         if results_file is not None:
-            results_file.close()
-    return 1 if lost else 0
+            try:
+                results_file.close()
+            except OSError as e:
+                guard.report(results_file.name, e)
+    return 1 if lost or (guard.failed and guard.policy == "stop") else 0
 
 
 def _open_env(config, seed: int):
@@ -156,15 +175,17 @@ def _open_env(config, seed: int):
         raise UserError(f"ViZDoom could not start scenario {config.scenario}: {first_line(e)}") from None
 
 
-def _play_episode(player, env, seed: int, index: int, record_root: Path | None) -> dict:
-    """One episode on `env` (closed here); its recording is closed as incomplete when the episode ends early."""
+def _play_episode(player, env, seed: int, index: int, record_root: Path | None, guard) -> dict:
+    """One episode on `env` (closed here); its recording is closed as incomplete when the episode ends early.
+    Once `guard` (the run's WriteGuard) saw a write fail, the episode plays unrecorded."""
     from agent_runtime.recording.episode_recorder import EpisodeRecording
+    from agent_runtime.recording.write_guard import END_REASON, RecordingStopped
 
     recording, end_reason, detail = None, None, None
     try:
         if record_root is not None:
-            recording = EpisodeRecording.create(record_root, player.manifest(seed, index),
-                                                scenario=env.scenario, index=index)
+            recording = EpisodeRecording.create_mid_run(record_root, player.manifest(seed, index),
+                                                        scenario=env.scenario, index=index, guard=guard)
         result = player.play(env, seed, recording)
     except EngineDied as e:
         if signals.requested() is not None:  # Ctrl-C reaches the engine too: the stop came first
@@ -176,6 +197,10 @@ def _play_episode(player, env, seed: int, index: int, record_root: Path | None) 
         raise
     except signals.Interrupted as e:
         end_reason, detail = e.reason, str(e)
+        e.recording_dir = recording.dir if recording is not None else None  # a Ray worker reports it
+        raise
+    except RecordingStopped as e:
+        end_reason, detail = END_REASON, str(e)
         raise
     except Exception as e:  # anything else that ends the episode early (a full KV pool, ...)
         end_reason, detail = "error", first_line(e)
@@ -194,7 +219,7 @@ def _play_episode(player, env, seed: int, index: int, record_root: Path | None) 
     return result
 
 
-def _report(args, index: int, result: dict, results_file) -> None:
+def _report(args, index: int, result: dict, results_file, guard) -> None:
     print(
         f"[{index + 1}/{args.episodes}] {result['tics']} tics, {result['kills']} kills, "
         f"reward {result['reward']:g}, {result['wall_s']:.1f} s",
@@ -204,9 +229,12 @@ def _report(args, index: int, result: dict, results_file) -> None:
     if "recording" in result:
         print(f"recording: {result['recording']}", file=sys.stderr, flush=True)
     print(json.dumps(result) if args.json else _readable(result), flush=True)
-    if results_file is not None:
-        results_file.write(json.dumps(result) + "\n")
-        results_file.flush()
+    if results_file is not None and not guard.failed:
+        try:
+            results_file.write(json.dumps(result) + "\n")
+            results_file.flush()
+        except OSError as e:  # a full disk: stdout has the result; the guard's one line says what stopped
+            guard.report(results_file.name, e)
 
 
 class _BaselinePlayer:

@@ -24,9 +24,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--input-device", help="microphone device index or name (default: the config's voice.input_device; "
                                           "see `python -m sounddevice`)")
     p.add_argument("--output-device", help="speaker device index or name (default: the config's voice.output_device)")
+    p.add_argument("--adapter", help="LoRA adapter from `agent-runtime train`, merged at load (default: the config's "
+                                     "model.adapter, the shipped one; `none`: the untrained model)")
     p.add_argument("--json", action="store_true", help="print the session result as JSON")
     p.add_argument("--out", help="directory for the session recording (default: the config's recordings_dir)")
     p.add_argument("--no-record", action="store_true", help="do not write a recording")
+    p.add_argument("--on-disk-full", choices=("continue", "stop"), default="continue",
+                   help="when the recording cannot be written mid-session (a full or unwritable disk; one line says "
+                        "so and what was written stays readable): continue = play on without recording (default); "
+                        "stop = end the session cleanly after the current step, exit code 1")
 
 
 def _device(value):
@@ -56,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
         # the cores actually free: the real-time game and audio take well under half a core, and leaving them
         # a whole one cost reactions (2-core AVX2 box: p50 189 -> 131 ms with both cores, 7 -> 0 fenced)
         loaded = load_for_cpu(args.model or config.model.path, dtype=config.model.dtype,
-                              threads=config.model.threads, adapter=config.model.adapter)
+                              threads=config.model.threads, adapter=args.adapter or config.model.adapter)
     except BaseException:
         if voice is not None:
             voice.close()
@@ -66,6 +72,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_record:
         from agent_runtime.recording.episode_recorder import episode_manifest
         from agent_runtime.recording.live_recordings import LiveRecordings
+        from agent_runtime.recording.write_guard import WriteGuard
 
         def manifest_for(index: int):
             return episode_manifest(config, policy="live", env_seed=config.seed + index, agent_seed=0, index=index,
@@ -74,11 +81,16 @@ def run(args: argparse.Namespace) -> int:
                                     cpu=loaded.cpu, adapter=loaded.adapter)
 
         recordings = LiveRecordings(args.out or config.recordings_dir, manifest_for, scenario=config.scenario,
-                                    voice=voice, announce=lambda d: print(f"recording: {d}", file=sys.stderr, flush=True))
+                                    voice=voice, guard=WriteGuard(args.on_disk_full),
+                                    announce=lambda d: print(f"recording: {d}", file=sys.stderr, flush=True))
     elif voice is not None:
         voice.attach(None, None)
+    from agent_runtime.recording.write_guard import RecordingStopped
+
     try:
         result = _play(args, config, window, generation, loaded, threads, voice, recordings)
+    except RecordingStopped:  # --on-disk-full stop: the guard's line said why; the recording is closed below
+        return 1
     finally:
         if recordings is not None:
             recordings.close()  # after the env closed inside _play: the last .lmp is complete

@@ -15,9 +15,11 @@ from typing import Any
 
 from agent_runtime.clocks import FixedCost
 from agent_runtime.config import RunConfig
+from agent_runtime.errors import UserError
 from agent_runtime.events import EventBus
 from agent_runtime.recording.manifest import Manifest
 from agent_runtime.recording.recording import Recording, RecordingWriter, default_recording_dir
+from agent_runtime.recording.write_guard import WriteGuard
 
 
 def episode_manifest(config: RunConfig, *, policy: str, env_seed: int, agent_seed: int | None, index: int,
@@ -62,10 +64,24 @@ class EpisodeRecording:
         self.bus.sinks.append(writer)
 
     @classmethod
-    def create(cls, root: str | Path, manifest: Manifest, *, scenario: str, index: int) -> EpisodeRecording:
-        """A fresh directory <root>/<scenario>-seed<S>-ep<NNN>-<timestamp>."""
+    def create(cls, root: str | Path, manifest: Manifest, *, scenario: str, index: int,
+               guard: WriteGuard | None = None) -> EpisodeRecording:
+        """A fresh directory <root>/<scenario>-seed<S>-ep<NNN>-<timestamp>; UserError when it cannot be made."""
         name = f"{Path(scenario).stem}-seed{manifest.seeds.get('env')}-ep{index:03d}"
-        return cls(Recording.create(default_recording_dir(root, name), manifest))
+        return cls(Recording.create(default_recording_dir(root, name), manifest, guard=guard))
+
+    @classmethod
+    def create_mid_run(cls, root: str | Path, manifest: Manifest, *, scenario: str, index: int,
+                       guard: WriteGuard) -> EpisodeRecording | None:
+        """The next episode's recording, or None (play on unrecorded) once the run's recordings stopped: a
+        directory that cannot be made mid-run (a full disk) is the guard's one line, not an error."""
+        if guard.failed:
+            return None
+        try:
+            return cls.create(root, manifest, scenario=scenario, index=index, guard=guard)
+        except UserError as e:
+            guard.report(root, e)
+            return None
 
     @property
     def dir(self) -> Path:

@@ -62,49 +62,69 @@ def encode_event(event: Event | Mapping[str, Any]) -> str:
 class EventLogWriter:
     """An EventBus sink (bus.sinks.append(writer)) that appends one line per event and flushes at once.
 
-    flush() puts the line in the OS page cache, which survives the process being killed; fsync_every=N
+    Each line goes straight to the OS page cache (an unbuffered write), which survives the process being killed;
+    a failed write (a full disk) is reported to the guard and ends the log there (the reader skips a line cut
+    short), with nothing left in a buffer to be written later; fsync_every=N
     also forces it to disk every N events (survives a power cut, costs a few ms each time).
     Thread-safe: the engine, executor and audio threads may emit concurrently.
     """
 
-    def __init__(self, path: str | Path, *, fsync_every: int | None = None):
+    def __init__(self, path: str | Path, *, fsync_every: int | None = None, guard=None):
+        """guard: a WriteGuard that a failed write is reported to (the log then stops writing); None: raise."""
         self.path = Path(path)
+        self.guard = guard
         if fsync_every is not None and fsync_every < 1:
             raise ValueError("fsync_every must be >= 1 or None")
         self.fsync_every = fsync_every
-        try:
-            self._file = open(self.path, "a", buffering=1, encoding="utf-8", newline="\n")
+        try:  # unbuffered: a failed write leaves nothing behind to be flushed later
+            self._file = open(self.path, "ab", buffering=0)
         except OSError as e:
             raise UserError(f"cannot write event log {self.path}: {e.strerror or e}") from None
         self._lock = threading.Lock()
         self.n_written = 0
         self.n_dropped_after_close = 0  # events emitted during shutdown, after the log was closed
+        self.n_dropped_after_failure = 0  # events not written because a write failed (a full disk)
 
     @property
     def closed(self) -> bool:
         return self._file.closed
 
     def write(self, event: Event | Mapping[str, Any]) -> None:
-        line = encode_event(event) + "\n"
+        line = (encode_event(event) + "\n").encode("utf-8")
         with self._lock:
             if self._file.closed:
                 self.n_dropped_after_close += 1
                 return
-            self._file.write(line)
-            self._file.flush()
+            if self.guard is not None and self.guard.failed:
+                self.n_dropped_after_failure += 1
+                return
+            try:
+                self._write_all(line)
+                if self.fsync_every and (self.n_written + 1) % self.fsync_every == 0:
+                    os.fsync(self._file.fileno())
+            except OSError as e:
+                if self.guard is None:
+                    raise
+                self.n_dropped_after_failure += 1
+                self.guard.report(self.path, e)  # the rest of a line cut short stays unwritten
+                return
             self.n_written += 1
-            if self.fsync_every and self.n_written % self.fsync_every == 0:
-                os.fsync(self._file.fileno())
+
+    def _write_all(self, data: bytes) -> None:
+        """One line, in as many write() calls as the OS needs; a failure raises with the part written on disk."""
+        view = memoryview(data)
+        while view:
+            view = view[self._file.write(view):]
 
     def close(self) -> None:
         with self._lock:
-            if not self._file.closed:
-                self._file.flush()
-                try:
-                    os.fsync(self._file.fileno())
-                except OSError:
-                    pass
-                self._file.close()
+            if self._file.closed:
+                return
+            try:
+                os.fsync(self._file.fileno())
+            except OSError:
+                pass
+            self._file.close()
 
     def __enter__(self) -> EventLogWriter:
         return self

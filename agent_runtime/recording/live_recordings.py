@@ -3,7 +3,8 @@ plays several episodes leaves every one of them replayable.
 
 The engine finishes an episode's .lmp when the next episode starts (or the env closes), so a new episode
 goes: start() the next recording (events and voice move to it), env.new_episode(its .lmp path), then
-previous_finished() closes the last one, which stores its finished .lmp's hash.
+previous_finished() closes the last one, which stores its finished .lmp's hash. Once a write failed (a full
+disk: the WriteGuard's one line), later episodes play unrecorded on a bus that writes nowhere.
 """
 
 from __future__ import annotations
@@ -14,39 +15,51 @@ from typing import Callable
 from agent_runtime.events import EventBus
 from agent_runtime.recording.episode_recorder import EpisodeRecording
 from agent_runtime.recording.manifest import Manifest
+from agent_runtime.recording.write_guard import WriteGuard
 
 
 class LiveRecordings:
     """The open recording of the current episode of a live session, and the ones already written."""
 
     def __init__(self, root: str | Path, manifest_for: Callable[[int], Manifest], *, scenario: str, voice=None,
-                 announce: Callable[[Path], None] | None = None):
+                 announce: Callable[[Path], None] | None = None, guard: WriteGuard | None = None):
+        """guard: what a failed write stops (default: continue unrecorded, one line on stderr)."""
         self.root, self.manifest_for, self.scenario = root, manifest_for, scenario
         self.voice, self.announce = voice, announce
+        self.guard = guard or WriteGuard()
         self.dirs: list[Path] = []
         self.current: EpisodeRecording | None = None
         self._previous: EpisodeRecording | None = None
+        self._unrecorded = EventBus("unrecorded", keep=False)  # the bus once recordings stopped
         self.end_reason: str | None = None  # set when the session ends early: the current recording is incomplete
         self.end_detail: str | None = None
         self.start(0)
 
     @property
     def bus(self) -> EventBus:
-        return self.current.bus
+        return self.current.bus if self.current is not None else self._unrecorded
 
     @property
-    def lmp_path(self) -> Path:
-        return self.current.lmp_path
+    def lmp_path(self) -> Path | None:
+        return self.current.lmp_path if self.current is not None else None
 
     def start(self, index: int) -> None:
-        """Open episode `index`'s recording; events and voice audio go to it from now on."""
-        recording = EpisodeRecording.create(self.root, self.manifest_for(index), scenario=self.scenario, index=index)
+        """Open episode `index`'s recording; events and voice audio go to it from now on. The first one must open
+        (UserError: nothing was played yet); a later one that cannot (a full disk) leaves the episode unrecorded."""
+        manifest = self.manifest_for(index)
+        if index == 0:
+            recording = EpisodeRecording.create(self.root, manifest, scenario=self.scenario, index=0, guard=self.guard)
+        else:
+            recording = EpisodeRecording.create_mid_run(self.root, manifest, scenario=self.scenario, index=index,
+                                                        guard=self.guard)
         if self.voice is not None:
-            self.voice.attach(recording.bus, recording.writer)
+            self.voice.attach(self._unrecorded if recording is None else recording.bus,
+                              None if recording is None else recording.writer)
         self._previous, self.current = self.current, recording
-        self.dirs.append(recording.dir)
-        if self.announce is not None:
-            self.announce(recording.dir)
+        if recording is not None:
+            self.dirs.append(recording.dir)
+            if self.announce is not None:
+                self.announce(recording.dir)
 
     def previous_finished(self) -> None:
         """The env has started the new episode, so the previous .lmp is complete: close its recording."""

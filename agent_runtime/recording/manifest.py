@@ -80,8 +80,12 @@ class Manifest:
         """Atomic: a crash leaves the old manifest or the new one, never half of one."""
         path = Path(path)
         tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(self.to_dict(), indent=2, sort_keys=True, default=str) + "\n")
-        os.replace(tmp, path)
+        try:
+            tmp.write_text(json.dumps(self.to_dict(), indent=2, sort_keys=True, default=str) + "\n")
+            os.replace(tmp, path)
+        except OSError:  # a full disk: no half-written temp file is left beside the manifest
+            tmp.unlink(missing_ok=True)
+            raise
 
     @classmethod
     def read(cls, path: str | Path) -> Manifest:

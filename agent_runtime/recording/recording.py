@@ -19,6 +19,8 @@ from agent_runtime.recording.engine_paths import fits_engine, short_temp_dir
 from agent_runtime.recording.event_log import EVENTS_FILE, EventLogWriter, read_event_log
 from agent_runtime.recording.manifest import MANIFEST_FILE, Manifest, hash_file
 from agent_runtime.recording.wav_writer import WavWriter
+from agent_runtime.recording.write_guard import END_REASON as WRITE_FAILED
+from agent_runtime.recording.write_guard import WriteGuard
 
 LMP_FILE = "episode.lmp"
 MIC_WAV = "mic_in.wav"
@@ -52,10 +54,13 @@ class RecordingWriter:
     the engine records to a short staging path and close() moves the finished .lmp into the directory.
     """
 
-    def __init__(self, directory: Path, manifest: Manifest, *, fsync_every: int | None = None):
+    def __init__(self, directory: Path, manifest: Manifest, *, fsync_every: int | None = None,
+                 guard: WriteGuard | None = None):
+        """guard: shared by the run's recordings; a failed write (a full disk) stops them all, never the play."""
         self.dir = directory
         self.manifest = manifest
-        self.events = EventLogWriter(directory / EVENTS_FILE, fsync_every=fsync_every)
+        self.guard = guard or WriteGuard()
+        self.events = EventLogWriter(directory / EVENTS_FILE, fsync_every=fsync_every, guard=self.guard)
         self._wavs: dict[str, WavWriter] = {}
         self._staging_dir: Path | None = None
         self.closed = False
@@ -87,7 +92,7 @@ class RecordingWriter:
         if name not in WAV_FILES:
             raise ValueError(f"unknown audio track '{name}'; use one of: {', '.join(WAV_FILES)}")
         if name not in self._wavs:
-            self._wavs[name] = WavWriter(self.dir / WAV_FILES[name], rate, channels)
+            self._wavs[name] = WavWriter(self.dir / WAV_FILES[name], rate, channels, guard=self.guard)
         return self._wavs[name]
 
     def close(self) -> None:
@@ -97,6 +102,22 @@ class RecordingWriter:
         self.events.close()
         for wav in self._wavs.values():
             wav.close()
+        try:
+            self._finish_lmp()
+        except OSError as e:
+            self.guard.report(self.final_lmp_path, e)
+        self.manifest.extra["audio"] = sorted(WAV_FILES[n] for n in self._wavs)
+        if self.guard.failed:  # the files stop where the disk failed: say so, if the manifest still fits
+            self.manifest.extra.update(complete=False, write_error=self.guard.error,
+                                       events_written=self.events.n_written)
+            self.manifest.extra.setdefault("end_reason", WRITE_FAILED)
+        try:
+            self.manifest.write(self.manifest_path)  # atomic: on failure the manifest written at the start stays
+        except OSError as e:
+            self.guard.report(self.manifest_path, e)
+
+    def _finish_lmp(self) -> None:
+        """Move a staged .lmp into the directory and hash it into the manifest."""
         if self._staging_dir is not None:
             staged = self._staging_dir / LMP_FILE
             if staged.is_file():
@@ -105,8 +126,6 @@ class RecordingWriter:
         if self.final_lmp_path.is_file():
             self.manifest.lmp = {"file": LMP_FILE, "scenario": self.manifest.scenario,
                                  "blake2b": hash_file(self.final_lmp_path)}
-        self.manifest.extra["audio"] = sorted(WAV_FILES[n] for n in self._wavs)
-        self.manifest.write(self.manifest_path)
 
     def __enter__(self) -> RecordingWriter:
         return self
@@ -125,7 +144,8 @@ class Recording:
         self.warnings: list[str] = []
 
     @staticmethod
-    def create(directory: str | Path, manifest: Manifest, *, fsync_every: int | None = None) -> RecordingWriter:
+    def create(directory: str | Path, manifest: Manifest, *, fsync_every: int | None = None,
+               guard: WriteGuard | None = None) -> RecordingWriter:
         """Make DIR (parents too), write the manifest, open the event log. An existing recording is never overwritten."""
         path = Path(directory).expanduser()
         if (path / MANIFEST_FILE).exists():
@@ -135,7 +155,7 @@ class Recording:
             manifest.write(path / MANIFEST_FILE)
         except OSError as e:
             raise UserError(f"cannot create recording directory {path}: {e.strerror or e}") from None
-        return RecordingWriter(path, manifest, fsync_every=fsync_every)
+        return RecordingWriter(path, manifest, fsync_every=fsync_every, guard=guard)
 
     @staticmethod
     def open(directory: str | Path) -> Recording:

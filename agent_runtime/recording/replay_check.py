@@ -117,8 +117,10 @@ def check_replay(recording: Recording) -> ReplayReport:
         if event.tic is not None and isinstance(recorded, str):
             expected.setdefault(event.tic, []).append((event.seq, recorded))
     report.notes += recording.warnings
-    if recording.manifest.extra.get("complete") is False:
-        report.notes.append(f"incomplete recording: the run ended early ({recording.manifest.extra.get('end_reason')})")
+    extra = recording.manifest.extra
+    if extra.get("complete") is False:
+        why = extra.get("write_error") or extra.get("end_reason")  # a write failure: the run may have played on
+        report.notes.append(f"incomplete recording: it ends early ({why})")
     if not expected:
         report.notes.append("no frame_read events with a tic and a screen_hash: nothing to compare")
     last_tic = max(expected, default=-1)

@@ -120,10 +120,11 @@ def _play_again(recording: Recording, config, costs: list[float], env_seed: int,
 
     manifest = recording.manifest
     spec = _model_spec(manifest.model_id)
-    # the recorded precision and threads, whatever this CPU would pick: a rerun must compute what the run did
+    # the recorded precision, threads and adapter (none when the manifest names none), whatever this CPU or the
+    # config's default would pick: a rerun must compute what the run did
     loaded = load_for_cpu(spec, dtype=config.model.dtype, threads=manifest.threads or config.model.threads or 1,
                           seed=int(manifest.seeds.get("model", 0)), announce=False, warn=False,
-                          adapter=config.model.adapter)
+                          adapter=config.model.adapter if manifest.extra.get("adapter") else None)
     threads = loaded.cpu.threads
     if manifest.model_weight_hash is not None and loaded.weight_hash != manifest.model_weight_hash:
         raise UserError(

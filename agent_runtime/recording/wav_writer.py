@@ -21,10 +21,12 @@ _HEADER_BYTES = 44
 class WavWriter:
     """16-bit PCM, interleaved channels. write() takes int16, or float in [-1, 1] (clipped)."""
 
-    def __init__(self, path: str | Path, rate: int, channels: int = 1):
+    def __init__(self, path: str | Path, rate: int, channels: int = 1, *, guard=None):
+        """guard: a WriteGuard that a failed write is reported to (the file then stops growing); None: raise."""
         if rate < 1 or channels < 1:
             raise ValueError("rate and channels must be >= 1")
         self.path = Path(path)
+        self.guard = guard
         self.rate = int(rate)
         self.channels = int(channels)
         self.n_frames = 0
@@ -60,22 +62,36 @@ class WavWriter:
             raise ValueError(f"expected {self.channels} channels, got {x.shape[1]}")
         data = np.ascontiguousarray(x).tobytes()
         with self._lock:
-            if self._file.closed:
+            if self._file.closed or (self.guard is not None and self.guard.failed):
                 return
-            self._file.write(data)
-            self.n_frames += len(x)
-            data_bytes = self.n_frames * 2 * self.channels
-            self._file.seek(4)
-            self._file.write(struct.pack("<I", 36 + data_bytes))
-            self._file.seek(40)
-            self._file.write(struct.pack("<I", data_bytes))
-            self._file.seek(0, 2)
-            self._file.flush()
+            try:
+                self._append(data, len(x))
+            except OSError as e:
+                if self.guard is None:
+                    raise
+                self.guard.report(self.path, e)  # the header still counts only the blocks written before
+
+    def _append(self, data: bytes, frames: int) -> None:
+        """The block, then the header sizes: a failure in between leaves a header that is still true."""
+        self._file.seek(0, 2)
+        self._file.write(data)
+        self._file.flush()
+        self.n_frames += frames
+        data_bytes = self.n_frames * 2 * self.channels
+        self._file.seek(4)
+        self._file.write(struct.pack("<I", 36 + data_bytes))
+        self._file.seek(40)
+        self._file.write(struct.pack("<I", data_bytes))
+        self._file.seek(0, 2)
+        self._file.flush()
 
     def close(self) -> None:
         with self._lock:
             if not self._file.closed:
-                self._file.close()
+                try:
+                    self._file.close()
+                except OSError:  # a full disk: what was flushed stays, with a header that counts it
+                    pass
 
     def __enter__(self) -> WavWriter:
         return self

@@ -82,6 +82,7 @@ def with_adapters(model, settings: TrainSettings):
 
     layers = model.config.num_hidden_layers
     start = layers // 2 if settings.layers_from is None else settings.layers_from
+    torch.manual_seed(settings.seed)  # LoRA's A matrices start random: the seed makes the adapter reproducible
     config = LoraConfig(r=settings.rank, lora_alpha=settings.alpha, lora_dropout=0.0, bias="none",
                         target_modules=list(LORA_TARGETS), layers_to_transform=list(range(start, layers)))
     return get_peft_model(model, config)

@@ -269,6 +269,14 @@ def _open_stream(kind: str, callback: AudioCallback, device, samplerate: int, bl
         raise NoAudioDeviceError(f"cannot open {kind} device {dev!r}: {e}; devices found: {describe_devices()}") from None
 
 
+def refresh_devices() -> None:
+    """Make PortAudio list the devices again (it lists them once, when it starts), so a headset plugged back in is
+    found; only while no stream is open (the device guard calls it when every device is lost)."""
+    sd = _sounddevice()
+    sd._terminate()
+    sd._initialize()
+
+
 def open_input_stream(callback: AudioCallback, device: int | str | None = None,
                       samplerate: int = SAMPLE_RATE, blocksize: int = BLOCK_FRAMES):
     """A sounddevice InputStream driving `callback` (the microphone)."""

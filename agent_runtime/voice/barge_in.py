@@ -95,6 +95,12 @@ class BargeInController:
         else:  # speech ended (its final, if any, came in this same batch) without confirming
             self._resume()
 
+    def abandon(self) -> None:
+        """The microphone went away mid-speech: nothing stays paused and no speech is in progress."""
+        self._speech_start_ms = None
+        self._prefix.reset()
+        self._resume()
+
     def interrupt(self, reason: str = "manual") -> int:
         """Interrupt now (push-to-talk, a key): the same sequence as a confirmed barge-in."""
         if self._pending is None:

@@ -20,6 +20,16 @@ from agent_runtime.voice.voice_commands import PHRASES, command_for, jsgf_gramma
 
 
 @dataclass(frozen=True)
+class UtteranceCut:
+    """An utterance ran past max_utterance_ms (a 10-minute monologue, music, a stuck VAD): its final came at
+    `t_ms`, and the rest of that speech is not recognized, so the decoder's work and memory stay bounded."""
+
+    t_ms: float
+    started_ms: float
+    max_ms: float
+
+
+@dataclass(frozen=True)
 class Hypothesis:
     """What the recognizer believes was said so far in one utterance.
 
@@ -60,6 +70,7 @@ class CommandRecognizer:
         self.in_utterance = False
         self.warmup_left = warmup_utterances
         self._audio: list[bytes] = []
+        self.utterance_samples = 0  # fed since the utterance started: bounded by the pipeline's max_utterance_ms
 
     def start(self) -> None:
         if self.in_utterance:
@@ -67,8 +78,10 @@ class CommandRecognizer:
         self.decoder.start_utt()
         self.in_utterance = True
         self._audio = []
+        self.utterance_samples = 0
 
     def feed(self, samples: np.ndarray) -> None:
+        self.utterance_samples += len(samples)
         pcm = (np.clip(samples, -1.0, 1.0) * 32767.0).astype("<i2").tobytes()
         if self.warmup_left > 0:
             self._audio.append(pcm)
@@ -130,12 +143,23 @@ class ListeningPipeline:
                     frames.append(event)
                     frames.extend(self._end(w.end_ms, arrival, event.t_ms))
                 elif w.end_ms - self._speech_start_ms >= self.max_utterance_ms:
+                    frames.append(UtteranceCut(w.end_ms, self._speech_start_ms, float(self.max_utterance_ms)))
                     frames.extend(self._end(w.end_ms, arrival, w.end_ms))
                 elif self._since_partial_ms >= self.partial_every_ms:
                     frames.extend(self._partial(w.end_ms, arrival))
             else:
+                if isinstance(event, SpeechStopped):  # the end of speech cut above: listeners still need it
+                    frames.append(event)
                 self._preroll.append(w.samples)
         return frames
+
+    def reset(self) -> None:
+        """Forget the stream so far (the microphone went away): no open utterance, fresh VAD state."""
+        if self.recognizer.in_utterance:
+            self.recognizer.finish()
+        self.vad.reset()
+        self._preroll.clear()
+        self._last_partial = ""
 
     def flush(self, arrival: float | None = None) -> list[Hypothesis]:
         """End of stream: finish an open utterance (a file that ends mid-speech)."""

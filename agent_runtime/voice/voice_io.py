@@ -4,6 +4,8 @@ The microphone callback only queues blocks; a listener thread runs VAD, recognit
 controller, so an interruption silences playback at the next audio block without waiting for the
 engine. Recognized commands and heard commentary are queued for the engine loop, which takes them
 between steps. A device-free mode pumps an array microphone and a recording speaker in real time.
+A device that fails mid-session is closed and reopened by an AudioDeviceGuard while play goes on without it;
+a listener that falls behind drops the oldest queued audio (bounded, counted) rather than growing.
 """
 
 from __future__ import annotations
@@ -13,22 +15,27 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
 from agent_runtime.events import EventBus
 from agent_runtime.generation import SessionGeneration
+from agent_runtime.notices import Notify, OncePerKind, stderr_line
 from agent_runtime.voice.audio_io import BLOCK_FRAMES as MIC_BLOCK
 from agent_runtime.voice.audio_io import SAMPLE_RATE as MIC_RATE
-from agent_runtime.voice.audio_io import (ArrayMicrophone, RecordingSpeaker, open_input_stream,
-                                          open_output_stream)
+from agent_runtime.voice.audio_io import (ArrayMicrophone, AudioCallback, RecordingSpeaker, open_input_stream,
+                                          open_output_stream, refresh_devices)
 from agent_runtime.voice.barge_in import BargeInController
+from agent_runtime.voice.device_guard import AudioDeviceGuard
 from agent_runtime.voice.playback import PlaybackBuffer
-from agent_runtime.voice.recognizer import Hypothesis, ListeningPipeline
+from agent_runtime.voice.recognizer import Hypothesis, ListeningPipeline, UtteranceCut
 from agent_runtime.voice.tts import EspeakTts, SpeechChunk, SynthesisResult, TtsWorker
 from agent_runtime.voice.vad import SpeechStarted, SpeechStopped
 
 SPEAKER_RATE, SPEAKER_BLOCK = 22_050, 1024
+MAX_QUEUED_MIC_BLOCKS = 64  # ~2 s of microphone audio waiting for the listener; older blocks are dropped
+StreamOpener = Callable[[AudioCallback], object]  # a callback in, a stream (not yet started) out
 
 
 @dataclass
@@ -42,64 +49,84 @@ class VoiceCommand:
 class VoiceIO:
     def __init__(self, session: SessionGeneration, *, mode: str = "pause_confirm", input_device=None,
                  output_device=None, mic_samples: np.ndarray | None = None, device_free: bool = False,
-                 bus: EventBus | None = None, recording=None):
-        """bus: voice events (VAD, ASR partial/final with audio age, TTS chunks, playback, barge-ins);
-        recording: a RecordingWriter to keep mic_in.wav and speech_out.wav."""
+                 bus: EventBus | None = None, recording=None, open_input: StreamOpener | None = None,
+                 open_output: StreamOpener | None = None, notify: Notify | None = None,
+                 retry_s: float = 3.0, stall_s: float = 2.0):
+        """bus: voice events (VAD, ASR partial/final with audio age, TTS chunks, playback, barge-ins, devices lost
+        and restored); recording: a RecordingWriter to keep mic_in.wav and speech_out.wav. open_input/open_output:
+        how to (re)open a device (default: sounddevice, or the device-free backend); a device that fails is reopened
+        every retry_s seconds, and one that delivers nothing for stall_s seconds counts as failed. notify: where the
+        one-line messages go (default stderr)."""
         self.session = session
         self.bus, self.mic_wav, self.speech_wav = None, None, None
         self.attach(bus, recording)
+        self.notify = notify or stderr_line
+        self._notice = OncePerKind(self.notify)
         self._utterance_first_partial: set[int] = set()
         self._playing = False
+        self._speaking = True  # False while the speaker is lost: commentary is dropped, not queued
+        self.sentences_dropped = 0
         self.pipeline = ListeningPipeline()
         self.playback = PlaybackBuffer(session, sample_rate=SPEAKER_RATE)
         self.tts = TtsWorker(EspeakTts(session), sink=self._tts_sink, on_result=self._on_synthesis)
         self.commands: deque[VoiceCommand] = deque()
         self.controller = BargeInController(session, self.playback, tts=self.tts, mode=mode,
                                             on_interrupt=self._on_interrupt, on_command=self._on_command)
-        self._blocks: "queue.Queue[tuple[np.ndarray, float] | None]" = queue.Queue()
+        self._blocks: "queue.Queue[tuple[np.ndarray, float]]" = queue.Queue(maxsize=MAX_QUEUED_MIC_BLOCKS)
+        self.mic_blocks_dropped = 0
+        self._overrun = False
+        self._reset_listening = threading.Event()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self.device_free = device_free or mic_samples is not None
-        if self.device_free:
-            samples = np.zeros(0, np.float32) if mic_samples is None else mic_samples
-            self.mic = ArrayMicrophone(samples, self._on_mic, blocksize=MIC_BLOCK)
-            self.speaker = RecordingSpeaker(self._speaker_callback, SPEAKER_BLOCK, SPEAKER_RATE)
-        else:
-            self.mic = open_input_stream(self._on_mic, device=input_device, samplerate=MIC_RATE, blocksize=MIC_BLOCK)
-            self.speaker = open_output_stream(self._speaker_callback, SPEAKER_RATE, device=output_device,
-                                              blocksize=SPEAKER_BLOCK)
+        openers = self._openers(input_device, output_device, mic_samples, open_input, open_output)
+        self.devices = AudioDeviceGuard(openers, on_change=self._device_changed, emit=self._emit_device,
+                                        notify=self.notify, refresh=None if self.device_free else refresh_devices,
+                                        stall_s=stall_s, retry_s=retry_s)
+        streams = self.devices.open_all()
+        self.mic, self.speaker = streams["input"], streams["output"]
         self.t_start: float | None = None
 
+    def _openers(self, input_device, output_device, mic_samples, open_input, open_output) -> dict:
+        """How each device is opened, now and after a failure. The device-free ones are opened once and kept (an
+        array microphone that comes back goes on where it stopped)."""
+        if self.device_free and open_input is None:
+            samples = np.zeros(0, np.float32) if mic_samples is None else mic_samples
+            mic = ArrayMicrophone(samples, self._on_mic, blocksize=MIC_BLOCK)
+            open_input = lambda callback: mic  # noqa: E731
+        if self.device_free and open_output is None:
+            speaker = RecordingSpeaker(self._speaker_callback, SPEAKER_BLOCK, SPEAKER_RATE)
+            open_output = lambda callback: speaker  # noqa: E731
+        if open_input is None:
+            open_input = lambda callback: open_input_stream(callback, device=input_device,  # noqa: E731
+                                                            samplerate=MIC_RATE, blocksize=MIC_BLOCK)
+        if open_output is None:
+            open_output = lambda callback: open_output_stream(callback, SPEAKER_RATE,  # noqa: E731
+                                                              device=output_device, blocksize=SPEAKER_BLOCK)
+        return {"input": lambda: open_input(self._on_mic), "output": lambda: open_output(self._speaker_callback)}
+
     def attach(self, bus: EventBus | None, recording=None) -> None:
-        """Where voice events and audio go (before start(); the devices are already open)."""
+        """Where voice events and audio go (before start(); the devices are already open); no recording: no audio."""
         self.bus = bus
-        if recording is not None:
-            self.mic_wav = recording.wav("mic_in", MIC_RATE)
-            self.speech_wav = recording.wav("speech_out", SPEAKER_RATE)
+        self.mic_wav = recording.wav("mic_in", MIC_RATE) if recording is not None else None
+        self.speech_wav = recording.wav("speech_out", SPEAKER_RATE) if recording is not None else None
 
     # -- lifecycle -------------------------------------------------------------------------------
     def start(self) -> None:
         self.t_start = time.monotonic()
         self._threads.append(threading.Thread(target=self._listen, name="voice-listener", daemon=True))
         if self.device_free:
-            self._threads.append(threading.Thread(target=self._pump, args=(self.mic.pump, MIC_BLOCK / MIC_RATE),
+            self._threads.append(threading.Thread(target=self._pump, args=("input", MIC_BLOCK / MIC_RATE),
                                                   name="array-mic", daemon=True))
-            self._threads.append(threading.Thread(target=self._pump, args=(self.speaker.pull, SPEAKER_BLOCK / SPEAKER_RATE),
+            self._threads.append(threading.Thread(target=self._pump, args=("output", SPEAKER_BLOCK / SPEAKER_RATE),
                                                   name="array-speaker", daemon=True))
-        self.mic.start()
-        self.speaker.start()
+        self.devices.start()
         for t in self._threads:
             t.start()
 
     def close(self) -> None:
         self._stop.set()
-        self._blocks.put(None)
-        for stream in (self.mic, self.speaker):
-            try:
-                stream.stop()
-                stream.close()
-            except Exception:
-                pass
+        self.devices.close()
         self.playback.close()  # before the TTS worker: a worker blocked on a full buffer must be released
         self.tts.close()
         for t in self._threads:
@@ -107,14 +134,19 @@ class VoiceIO:
         stats = self.playback.stats
         self._emit("playback_stats", "playback", underruns=stats.underruns, max_depth_ms=stats.max_depth_ms,
                    discarded_stale=stats.discarded_stale, discarded_late=stats.discarded_late,
-                   interruptions=stats.interruptions)
+                   interruptions=stats.interruptions, sentences_dropped=self.sentences_dropped,
+                   mic_blocks_dropped=self.mic_blocks_dropped, device_losses=self.devices.losses)
         for wav in (self.mic_wav, self.speech_wav):
             if wav is not None:
                 wav.close()
 
     # -- engine side -----------------------------------------------------------------------------
     def say(self, text: str, generation: int) -> None:
-        """Speak a commentary sentence stamped with its generation (stale ones are skipped)."""
+        """Speak a commentary sentence stamped with its generation (stale ones are skipped; none while the
+        speaker is lost, so nothing piles up to be spoken late)."""
+        if not self._speaking:
+            self.sentences_dropped += 1
+            return
         self.tts.say(text, generation)
 
     def take_commands(self) -> list[VoiceCommand]:
@@ -129,13 +161,47 @@ class VoiceIO:
 
     # -- audio side ------------------------------------------------------------------------------
     def _on_mic(self, indata, frames, time_info, status) -> None:
-        block = np.asarray(indata, np.float32).reshape(-1).copy()
-        if self.mic_wav is not None:
-            self.mic_wav.write(block)
-        self._blocks.put((block, time.monotonic()))
+        """The input callback (an audio thread): never raises into PortAudio; a failure goes to the device guard."""
+        self.devices.alive("input")
+        try:
+            block = np.asarray(indata, np.float32).reshape(-1).copy()
+            if self.mic_wav is not None:
+                self.mic_wav.write(block)
+            self._queue_block(block, time.monotonic())
+        except Exception as e:
+            self.devices.fail("input", e)
+
+    def _queue_block(self, block: np.ndarray, arrival: float) -> None:
+        """Hand a block to the listener; when it is ~2 s behind, the oldest block goes (counted, one event a run)."""
+        try:
+            self._blocks.put_nowait((block, arrival))
+            if self._overrun and self._blocks.qsize() < MAX_QUEUED_MIC_BLOCKS // 2:
+                self._overrun = False
+            return
+        except queue.Full:
+            pass
+        try:
+            self._blocks.get_nowait()
+            self.mic_blocks_dropped += 1
+            self._blocks.put_nowait((block, arrival))
+        except (queue.Empty, queue.Full):
+            pass
+        if not self._overrun:
+            self._overrun = True
+            self._emit("mic_overrun", "asr", queued_ms=MAX_QUEUED_MIC_BLOCKS * MIC_BLOCK * 1000.0 / MIC_RATE,
+                       dropped=self.mic_blocks_dropped)
 
     def _speaker_callback(self, outdata, frames, time_info, status) -> None:
-        """The output callback: the playback buffer fills the block; we note starts/stops and keep the audio."""
+        """The output callback (an audio thread): never raises into PortAudio; a failure goes to the device guard."""
+        self.devices.alive("output")
+        try:
+            self._fill_speaker(outdata, frames, time_info, status)
+        except Exception as e:
+            outdata.fill(0)
+            self.devices.fail("output", e)
+
+    def _fill_speaker(self, outdata, frames, time_info, status) -> None:
+        """The playback buffer fills the block; we note starts/stops and keep the audio."""
         self.playback.callback(outdata, frames, time_info, status)
         if self.speech_wav is not None:
             self.speech_wav.write(np.asarray(outdata, np.float32).reshape(-1))
@@ -157,7 +223,11 @@ class VoiceIO:
     def _observe(self, frames: list) -> None:
         """Voice events with the latencies the issue asks for, stamped as they happen."""
         for f in frames:
-            if isinstance(f, SpeechStarted):
+            if isinstance(f, UtteranceCut):
+                self._emit("asr_utterance_cut", "asr", t_ms=f.t_ms, started_ms=f.started_ms, max_ms=f.max_ms)
+                self._notice("cut", f"voice: you spoke for over {f.max_ms / 1000:g} s without a pause; the command "
+                                    "was taken from the first part and the rest is ignored until you pause")
+            elif isinstance(f, SpeechStarted):
                 self._emit("vad_speech_start", "asr", t_ms=f.t_ms, detected_ms=f.detected_ms)
             elif isinstance(f, SpeechStopped):
                 self._emit("vad_speech_end", "asr", t_ms=f.t_ms, detected_ms=f.detected_ms)
@@ -178,25 +248,53 @@ class VoiceIO:
 
     def _listen(self) -> None:
         while not self._stop.is_set():
-            item = self._blocks.get()
-            if item is None:
-                return
-            block, arrival = item
+            if self._reset_listening.is_set():  # the microphone was lost: forget the half-heard utterance
+                self._reset_listening.clear()
+                self.pipeline.reset()
+                self.controller.abandon()
+            try:
+                block, arrival = self._blocks.get(timeout=0.1)
+            except queue.Empty:
+                continue
             if not self.controller.listening:
                 continue
             frames = self.pipeline.push(block, arrival)
             self._observe(frames)
             self.controller.feed(frames, self.pipeline.stream_ms)
 
-    def _pump(self, step, period: float) -> None:
-        """Drive a device-free stream in real time: one block per period of audio."""
+    def _pump(self, kind: str, period: float) -> None:
+        """Drive a device-free stream in real time, one block per period of audio, as a sound card would; what
+        it raises is a device failure, reported to the guard (nothing is pumped while the device is lost)."""
         next_t = time.monotonic()
         while not self._stop.is_set():
-            step(1)
+            stream = self.devices.current(kind)
+            if stream is not None:
+                try:
+                    stream.pump(1) if kind == "input" else stream.pull(1)
+                    self.devices.alive(kind)  # a finished array is a silent microphone, not a dead one
+                except Exception as e:
+                    self.devices.fail(kind, e, stream)
             next_t += period
             delay = next_t - time.monotonic()
             if delay > 0:
                 time.sleep(delay)
+
+    def _device_changed(self, kind: str, stream) -> None:
+        """The guard lost (stream None) or reopened a device: play goes on; only voice stops or resumes."""
+        if kind == "input":
+            if stream is None:
+                self._reset_listening.set()
+            else:
+                self.mic = stream
+        elif stream is None:
+            self._speaking = False
+            self.tts.abort_and_clear()
+            self.playback.clear()  # what was cut off is reported as heard up to where it stopped
+        else:
+            self.speaker, self._speaking = stream, True
+
+    def _emit_device(self, kind: str, **payload) -> None:
+        self._emit(kind, "playback" if payload.get("device") == "output" else "asr", **payload)
 
     def _on_interrupt(self, generation: int, reason: str) -> None:
         record = self.controller.records[-1] if self.controller.records else None

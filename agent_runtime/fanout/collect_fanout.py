@@ -1,0 +1,128 @@
+"""`agent-runtime collect --workers N`: Ray workers play and label episodes; the driver writes the data set.
+
+A worker plays an episode exactly as a serial run does (one engine and the model held for its lifetime, the
+expert labelling each decision) but keeps the decisions in memory; the driver appends them to the one
+append-only data set in episode order, holding an episode that ends early until those before it are in.
+So the data set is the serial one, and resuming works the same: a stop leaves complete episodes only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from agent_runtime.fanout.outcome import Task
+
+
+class _EpisodeDecisions:
+    """The part of DecisionLog a labeller and one collected episode use, in memory."""
+
+    def __init__(self):
+        self.decisions, self.summary = [], None
+
+    def add(self, decision) -> None:
+        self.decisions.append(decision)
+
+    def finish_episode(self, summary: dict) -> None:
+        self.summary = summary
+
+
+class CollectJob:
+    """What a `collect` worker holds: the model, one engine, the runtime, the labeller and its event bus."""
+
+    def __init__(self, args: argparse.Namespace):
+        self.args = argparse.Namespace(**{k: v for k, v in vars(args).items() if not k.startswith("_")})
+        self.env = self.runtime = self.labeler = self.bus = None
+
+    def setup(self, threads: int) -> dict:
+        from agent_runtime.commands import collect, require_expressible
+        from agent_runtime.config import load_config
+        from agent_runtime.events import EventBus
+        from agent_runtime.fanout.cpu_probe import decide_once
+        from agent_runtime.llm_episode import LLMRuntime
+        from agent_runtime.model_loader import load_for_cpu
+        from agent_runtime.training.expert_labeler import ExpertLabeler
+        from envs.doom_env import DoomEnv
+
+        a = self.args
+        config = load_config(scenario=a.scenario, seed=a.seed)
+        decide_once(threads)
+        loaded = load_for_cpu(a.model or config.model.path, dtype=config.model.dtype, threads=threads,
+                              seed=collect.MODEL_SEED, adapter=a.adapter or config.model.adapter, announce=False)
+        self.env = DoomEnv(a.scenario, resolution=config.resolution, seed=a.seed)
+        require_expressible(self.env)
+        self.runtime = LLMRuntime.build(loaded, config, self.env.buttons, scenario=self.env.scenario)
+        self.labeler = ExpertLabeler(self.env.buttons, _EpisodeDecisions(), screen_width=self.env.resolution[1])
+        self.bus = EventBus("collect", keep=False)
+        self.bus.sinks.append(self.labeler)
+        return {"model": loaded.model_id, "cpu_path": loaded.cpu.name,
+                "_manifest": collect._manifest(a, loaded, config, self.env.buttons)}
+
+    def play(self, task: Task) -> dict:
+        from agent_runtime.commands import collect
+
+        episode = _EpisodeDecisions()
+        self.labeler.log = episode
+        collect._collect_episode(self.env, self.runtime, episode, self.labeler, self.bus, task.key, self.args)
+        return {"decisions": episode.decisions, "summary": episode.summary}
+
+
+class _OrderedWriter:
+    """Appends finished episodes to the data set in index order, as soon as every earlier one is in."""
+
+    def __init__(self, out: Path, first: int, total: int):
+        self.out, self.next, self.total = out, first, total
+        self.log, self.waiting, self.done = None, {}, 0
+
+    def open(self, worker) -> None:
+        """The first loaded worker's manifest: a data set made with other settings is refused here."""
+        from agent_runtime.training.decision_log import DecisionLog
+
+        if self.log is None:
+            self.log = DecisionLog(self.out, worker.info["_manifest"])
+
+    def __call__(self, task: Task, outcome, worker) -> None:
+        self.done += 1
+        summary = outcome.result["summary"]
+        agreement = "n/a" if summary["agreement"] is None else f"{summary['agreement']:.0%}"
+        print(f"[{self.done}/{self.total}] episode {task.key} ({worker.name()}): {summary['decisions']} decisions, "
+              f"model agrees with the expert on {agreement}, {summary['kills']} kills, {summary['tics']} tics",
+              file=sys.stderr, flush=True)
+        self.waiting[task.key] = outcome.result
+        while self.next in self.waiting:
+            episode = self.waiting.pop(self.next)
+            for decision in episode["decisions"]:
+                self.log.add(decision)
+            self.log.finish_episode(episode["summary"])
+            self.next += 1
+
+
+def run_collect(args: argparse.Namespace, out: Path) -> int:
+    """Exit 1 when an episode was lost (the ones after it are not written: run again to resume)."""
+    from agent_runtime.fanout.ray_cluster import connect
+    from agent_runtime.fanout.worker_pool import WorkerPool
+    from agent_runtime.training.decision_log import EPISODES, _read_lines
+
+    # the resume point, read as DecisionLog reads it; the manifest is checked once a worker has loaded the model
+    first = len(_read_lines(out / EPISODES))
+    if first:
+        print(f"resuming {out}: {first} episode(s) already collected", file=sys.stderr, flush=True)
+    tasks = [Task(i, None, f"episode {i}") for i in range(first, args.episodes)]
+    writer = _OrderedWriter(out, first, len(tasks))
+    lost = []
+    try:
+        if tasks:
+            with connect(args.ray_address, args.workers, args.threads) as cluster:
+                print(cluster.describe(args.workers), file=sys.stderr, flush=True)
+                pool = WorkerPool(cluster, CollectJob(args), args.workers, command="collect")
+                lost = pool.run(tasks, writer, on_ready=writer.open)
+    finally:
+        if writer.log is not None:
+            writer.log.close()
+    if lost:
+        print(f"agent-runtime collect: {out} holds episodes up to {writer.next - 1}; run it again to collect the "
+              "rest", file=sys.stderr, flush=True)
+    written = writer.log.episodes if writer.log is not None else _read_lines(out / EPISODES)
+    print(f"{out}: {len(written)} episode(s), {sum(e['decisions'] for e in written)} decisions", flush=True)
+    return 1 if lost else 0

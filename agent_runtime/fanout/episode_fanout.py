@@ -1,0 +1,95 @@
+"""`agent-runtime episode --workers N`: the serial run's episodes, played by Ray workers.
+
+A worker builds the same player a serial run builds (model loaded once) and plays each episode with the same
+function, so episode i plays seed + i with the same actions and writes the same recording into --out; the
+driver prints and appends each result to results.jsonl as it arrives (lines in the order episodes end, each
+naming its `episode`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from agent_runtime.fanout.outcome import Outcome, Task
+
+
+class EpisodeJob:
+    """What an `episode` worker holds: the player (the model, once) and where recordings go."""
+
+    def __init__(self, args: argparse.Namespace, config, user_texts: dict, record_root: Path | None):
+        self.args = argparse.Namespace(**{k: v for k, v in vars(args).items() if not k.startswith("_")})
+        self.config, self.user_texts = config, user_texts
+        self.record_root = record_root.resolve() if record_root is not None else None
+        self.player = self.guard = None
+
+    def setup(self, threads: int) -> dict:
+        from agent_runtime.commands import episode
+        from agent_runtime.fanout.cpu_probe import decide_once
+        from agent_runtime.recording.write_guard import WriteGuard
+
+        self.args.threads = threads  # the CPUs Ray reserved for this worker
+        if self.args.policy in episode.MODEL_POLICIES:
+            decide_once(threads)
+        env = episode._open_env(self.config, self.config.seed)
+        try:
+            self.player = (episode._ModelPlayer(self.args, self.config, env, self.user_texts)
+                           if self.args.policy in episode.MODEL_POLICIES else episode._BaselinePlayer(self.args, self.config))
+        finally:
+            env.close()
+        self.guard = WriteGuard(self.args.on_disk_full)
+        loaded = getattr(self.player, "loaded", None)
+        return {"policy": self.args.policy, **({"model": loaded.model_id, "cpu_path": loaded.cpu.name} if loaded else {})}
+
+    def play(self, task: Task) -> dict:
+        from agent_runtime.commands import episode
+
+        index, seed = task.payload
+        env = episode._open_env(self.config, seed)
+        return episode._play_episode(self.player, env, seed, index, self.record_root, self.guard)
+
+
+def run_episodes(args: argparse.Namespace, config, user_texts: dict, out_dir: Path | None,
+                 record_root: Path | None) -> int:
+    """Exit code 1 when an episode was lost (it failed on two workers), else 0."""
+    from agent_runtime.fanout.ray_cluster import connect
+    from agent_runtime.fanout.worker_pool import RunStopped, WorkerPool
+
+    tasks = [Task(i, (i, config.seed + i), f"episode {i}") for i in range(args.episodes)]
+    with connect(args.ray_address, args.workers, args.threads) as cluster:
+        print(cluster.describe(args.workers), file=sys.stderr, flush=True)
+        pool = WorkerPool(cluster, EpisodeJob(args, config, user_texts, record_root), args.workers, command="episode")
+        results_file = (out_dir / "results.jsonl").open("a") if out_dir else None
+        try:
+            lost = pool.run(tasks, _Reporter(args, results_file))
+        except RunStopped as e:  # the worker's guard printed nothing here: say it once
+            print(f"agent-runtime episode: {e}", file=sys.stderr, flush=True)
+            return 1
+        finally:
+            if results_file is not None:
+                results_file.close()
+    return 1 if lost else 0
+
+
+class _Reporter:
+    """Each result as it arrives: the progress line over all workers, stdout, results.jsonl."""
+
+    def __init__(self, args, results_file):
+        self.args, self.results_file, self.done = args, results_file, 0
+
+    def __call__(self, task: Task, outcome: Outcome, worker) -> None:
+        from agent_runtime.commands.episode import _readable
+
+        result = outcome.result
+        self.done += 1
+        print(f"[{self.done}/{self.args.episodes}] episode {task.key} ({worker.name()}): {result['tics']} tics, "
+              f"{result['kills']} kills, reward {result['reward']:g}, {result['wall_s']:.1f} s",
+              file=sys.stderr, flush=True)
+        if "recording" in result:
+            print(f"recording: {result['recording']}", file=sys.stderr, flush=True)
+        print(json.dumps(result) if self.args.json else _readable(result), flush=True)
+        if self.results_file is not None:
+            self.results_file.write(json.dumps(result) + "\n")
+            self.results_file.flush()

@@ -1,0 +1,72 @@
+"""The Ray actor: loads the model once (its job's setup), then plays the episodes the driver hands it.
+
+Every way an episode can end comes back as an Outcome, never as an exception, so the driver tells a dead
+worker (Ray raises for it) from an engine that died under a live one or a stop it asked for. The actor runs
+two calls at once (max_concurrency=2): stop() must reach a play() that is in the middle of an episode.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import traceback
+
+from agent_runtime.fanout.outcome import ENGINE_DIED, ERROR, INTERRUPTED, OK, RUN_STOPPED, USER_ERROR, Outcome, Task
+
+
+class EpisodeWorker:
+    """Holds one job (what to load, how to play one task) for the lifetime of the actor."""
+
+    def __init__(self, job, threads: int):
+        self.job, self.threads = job, threads
+        self._stop_signum: int | None = None
+
+    def ready(self) -> Outcome:
+        """Load what every episode needs; the description names the worker in the driver's lines."""
+        try:
+            description = self.job.setup(self.threads) or {}
+        except BaseException as e:  # noqa: BLE001 - reported to the driver, which decides
+            return _failed(e)
+        return Outcome(OK, result={"pid": os.getpid(), "host": socket.gethostname(), "threads": self.threads,
+                                   **description})
+
+    def play(self, task: Task) -> Outcome:
+        from agent_runtime import signals
+
+        if self._stop_signum is not None:
+            return Outcome(INTERRUPTED, detail="stopped before it started")
+        try:
+            return Outcome(OK, result=self.job.play(task))
+        except signals.Interrupted as e:
+            return Outcome(INTERRUPTED, detail=str(e), recording=_recording_of(e))
+        except BaseException as e:  # noqa: BLE001
+            return _failed(e)
+
+    def stop(self, signum: int) -> None:
+        """Ask the episode in progress to stop at its next step (its recording is closed as interrupted)."""
+        from agent_runtime import signals
+
+        self._stop_signum = signum
+        signals.request_stop(signals.Interrupted(signum))
+
+    def pid(self) -> int:
+        return os.getpid()
+
+
+def _recording_of(e: BaseException) -> str | None:
+    where = getattr(e, "recording_dir", None)
+    return str(where) if where is not None else None
+
+
+def _failed(e: BaseException) -> Outcome:
+    from envs.engine_guard import EngineDied
+
+    from agent_runtime.errors import UserError, first_line
+
+    if isinstance(e, EngineDied):
+        return Outcome(ENGINE_DIED, detail=str(e), recording=_recording_of(e))
+    if isinstance(e, UserError):
+        return Outcome(USER_ERROR, detail=str(e))
+    if type(e).__name__ == "RecordingStopped":  # --on-disk-full stop (recording/write_guard.py)
+        return Outcome(RUN_STOPPED, detail=str(e))
+    return Outcome(ERROR, detail=f"{first_line(e)}\n{''.join(traceback.format_exception(e))}")

@@ -1,0 +1,86 @@
+"""`agent-runtime bench reaction --workers N`: every (episode, agent) pair is one task for a Ray worker.
+
+A worker loads the model once and holds one engine, as the serial bench does; on the compute clock each
+worker measures its own steps on the cores Ray reserved for it alone. The summary is computed from the
+episodes put back in seed order, so with --fixed-cost it is the serial summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from agent_runtime.errors import UserError
+from agent_runtime.fanout.outcome import Task
+
+
+class ReactionBenchJob:
+    """What a `bench reaction` worker holds: the model, one engine, the runtime."""
+
+    def __init__(self, args: argparse.Namespace):
+        self.args = argparse.Namespace(**{k: v for k, v in vars(args).items() if not k.startswith("_")})
+        self.env = self.runtime = self.fixed_cost = None
+
+    def setup(self, threads: int) -> dict:
+        from agent_runtime.adapters import DEFAULT
+        from agent_runtime.benchmarks.measure import machine_info
+        from agent_runtime.clocks import FixedCost
+        from agent_runtime.config import load_config
+        from agent_runtime.fanout.cpu_probe import decide_once
+        from agent_runtime.llm_episode import LLMRuntime
+        from agent_runtime.model_loader import load_for_cpu
+        from envs.doom_env import DoomEnv
+
+        a = self.args
+        decide_once(threads)
+        loaded = load_for_cpu(a.model, dtype=a.dtype, threads=threads, adapter=a.adapter or DEFAULT, announce=False)
+        config = load_config(scenario=a.scenario, seed=a.seed)
+        self.env = DoomEnv(a.scenario, seed=a.seed)
+        self.runtime = LLMRuntime.build(loaded, config, self.env.buttons, scenario=self.env.scenario)
+        self.fixed_cost = FixedCost() if a.fixed_cost else None
+        clock = "fixed_cost" if a.fixed_cost else "compute (world advanced by measured step time)"
+        return {"model": loaded.model_id, "cpu_path": loaded.cpu.name,
+                "_adapter": loaded.adapter.hash if loaded.adapter else None,
+                "_machine": machine_info(loaded.model_id, loaded.cpu.threads, clock=clock, cpu=loaded.cpu)}
+
+    def play(self, task: Task) -> dict:
+        from agent_runtime.benchmarks.reaction_bench import play_one
+
+        index, name = task.key
+        return play_one(name, self.env, self.runtime, seed=self.args.seed + index, think_tokens=self.args.think_tokens,
+                        max_tics=self.args.max_tics, fixed_cost=self.fixed_cost)
+
+
+def run_reaction_bench_on_ray(args: argparse.Namespace) -> tuple[dict, str]:
+    """The serial bench's result (plus workers and the tasks lost) and the plot's title."""
+    from agent_runtime.benchmarks.measure import print_header
+    from agent_runtime.benchmarks.reaction_bench import AGENTS, report_episode, summarize_agents
+    from agent_runtime.fanout.ray_cluster import connect
+    from agent_runtime.fanout.worker_pool import WorkerPool
+
+    if args.device != "cpu":
+        raise UserError("--workers/--ray-address run on CPU workers; use --device cpu (or drop --workers)")
+    tasks = [Task((i, name), None, f"episode {i} {name}") for i in range(args.episodes) for name in AGENTS]
+    results: dict[tuple[int, str], dict] = {}
+
+    def on_result(task, outcome, worker) -> None:
+        results[task.key] = outcome.result
+        report_episode(task.key[0], args.episodes, task.key[1], outcome.result, f" ({worker.name()})")
+
+    with connect(args.ray_address, args.workers, args.threads) as cluster:
+        print(cluster.describe(args.workers), file=sys.stderr, flush=True)
+        pool = WorkerPool(cluster, ReactionBenchJob(args), args.workers, command="bench reaction")
+        lost = pool.run(tasks, on_result)
+        info = pool.first_info or {}
+    per_agent = {name: [results[(i, name)] for i in range(args.episodes) if (i, name) in results] for name in AGENTS}
+    empty = [name for name, runs in per_agent.items() if not runs]
+    if empty:
+        raise UserError(f"no episode of {', '.join(empty)} finished on any worker; nothing to summarize")
+    result = summarize_agents(per_agent, args.think_tokens)
+    machine = {**info.get("_machine", {}), "workers": args.workers, "ray": cluster.describe(args.workers)}
+    print_header(machine)
+    result.update(machine=machine, cpu_path=machine.get("cpu_path"), scenario=args.scenario, workers=args.workers,
+                  adapter=info.get("_adapter"), lost=[task.label for task, _ in lost])
+    title = (f"{args.scenario}, {machine.get('model')}, {args.episodes} episodes, {args.workers} Ray workers x "
+             f"{machine.get('threads')} thread(s)")
+    return result, title

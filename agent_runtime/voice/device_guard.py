@@ -1,0 +1,163 @@
+"""Sound devices that fail mid-session: noticed, reported once, reopened when they come back.
+
+A USB headset pulled out, a PulseAudio restart, a driver error: PortAudio then stops calling back, the stream
+goes inactive, or a callback raises. The game must not notice. A watchdog thread checks each stream every
+`poll_s`; a failed one is closed, one event (`audio_device_lost`) and one line on stderr say so, and it is
+reopened every `retry_s` seconds until that works (`audio_device_restored`, one line). Audio threads only
+*report* a failure (`fail`): closing a stream from inside its own callback can deadlock PortAudio, so closing
+and reopening happen on the watchdog thread.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from agent_runtime.errors import first_line
+from agent_runtime.notices import Notify, stderr_line
+
+LABELS = {"input": ("microphone", "listening"), "output": ("speaker", "speech")}
+
+
+def _close_quietly(stream) -> None:
+    """A stream on a vanished device may fail to stop or close; it is dropped either way."""
+    for step in ("stop", "close"):
+        try:
+            getattr(stream, step)()
+        except Exception:
+            pass
+
+
+@dataclass
+class _Slot:
+    """One direction's device: how to open it, the open stream (None while lost) and its health."""
+
+    kind: str  # "input" | "output"
+    opener: Callable[[], Any]
+    stream: Any = None
+    last_alive: float = 0.0
+    failure: str | None = None  # reported by an audio thread, acted on by the watchdog
+    lost_at: float | None = None
+    next_retry: float = 0.0
+    losses: int = 0
+    restores: int = 0
+
+
+class AudioDeviceGuard:
+    """Owns the input and output streams: opens them, watches them, reopens them after a failure.
+
+    on_change(kind, stream): the stream of `kind` was lost (None) or (re)opened and started.
+    emit(kind, **payload): an event for the session's recording. notify(line): the one line for the user.
+    refresh(): called before a retry when every device is lost (PortAudio only rescans devices on re-init).
+    """
+
+    def __init__(self, openers: dict[str, Callable[[], Any]], *, on_change: Callable[[str, Any], None],
+                 emit: Callable[..., None], notify: Notify | None = None,
+                 refresh: Callable[[], None] | None = None, stall_s: float = 2.0, retry_s: float = 3.0,
+                 poll_s: float = 0.1):
+        self.slots = {kind: _Slot(kind, opener) for kind, opener in openers.items()}
+        self.on_change, self.emit, self.refresh = on_change, emit, refresh
+        self.notify = notify or stderr_line
+        self.stall_s, self.retry_s, self.poll_s = stall_s, retry_s, poll_s
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    def open_all(self) -> dict[str, Any]:
+        """Open every device now (at session start a missing device is the caller's error to report)."""
+        for slot in self.slots.values():
+            slot.stream = slot.opener()
+        return {kind: slot.stream for kind, slot in self.slots.items()}
+
+    def start(self) -> None:
+        now = time.monotonic()
+        for slot in self.slots.values():
+            slot.stream.start()
+            slot.last_alive = now
+        self._thread = threading.Thread(target=self._watch, name="voice-devices", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=2)
+        for slot in self.slots.values():
+            if slot.stream is not None:
+                _close_quietly(slot.stream)
+
+    # -- from the audio threads ------------------------------------------------------------------
+    def current(self, kind: str):
+        """The open stream of `kind`, or None while its device is lost."""
+        return self.slots[kind].stream
+
+    def alive(self, kind: str) -> None:
+        """A callback ran: the device is delivering."""
+        self.slots[kind].last_alive = time.monotonic()
+
+    def fail(self, kind: str, error: BaseException | str, stream=None) -> None:
+        """A callback or a stream raised; the watchdog closes it at its next poll (`stream`: the one that raised)."""
+        slot = self.slots[kind]
+        if stream is None or stream is slot.stream:
+            slot.failure = error if isinstance(error, str) else first_line(error)
+
+    @property
+    def losses(self) -> int:
+        return sum(slot.losses for slot in self.slots.values())
+
+    # -- the watchdog ----------------------------------------------------------------------------
+    def _watch(self) -> None:
+        while not self._stop.wait(self.poll_s):
+            now = time.monotonic()
+            for slot in self.slots.values():
+                if slot.stream is not None:
+                    reason = slot.failure or self._health(slot, now)
+                    if reason:
+                        self._lose(slot, reason, now)
+                elif now >= slot.next_retry:
+                    self._retry(slot, now)
+
+    def _health(self, slot: _Slot, now: float) -> str | None:
+        """Why a stream that raised nothing is nonetheless dead: inactive (PortAudio stopped it) or silent."""
+        try:
+            if not getattr(slot.stream, "active", True):
+                return "its stream stopped"
+        except Exception as e:  # PortAudio cannot even say: the device is gone
+            return first_line(e)
+        if now - slot.last_alive > self.stall_s:
+            return f"no audio for {self.stall_s:g} s"
+        return None
+
+    def _lose(self, slot: _Slot, reason: str, now: float) -> None:
+        stream, slot.stream, slot.failure = slot.stream, None, None
+        slot.losses += 1
+        slot.lost_at, slot.next_retry = now, now + self.retry_s
+        self.on_change(slot.kind, None)
+        _close_quietly(stream)
+        label, what = LABELS[slot.kind]
+        self.emit("audio_device_lost", device=slot.kind, reason=reason, retry_s=self.retry_s)
+        self.notify(f"voice: the {label} failed ({reason}); play goes on without {what}; "
+                    f"trying to reopen it every {self.retry_s:g} s")
+
+    def _retry(self, slot: _Slot, now: float) -> None:
+        if self.refresh is not None and all(s.stream is None for s in self.slots.values()):
+            try:
+                self.refresh()
+            except Exception:
+                pass
+        stream = None
+        try:
+            stream = slot.opener()
+            stream.start()
+        except Exception:  # still gone: try again later, quietly (the loss line said we would)
+            if stream is not None:
+                _close_quietly(stream)
+            slot.next_retry = now + self.retry_s
+            return
+        slot.stream, slot.last_alive, slot.failure = stream, time.monotonic(), None
+        slot.restores += 1
+        self.on_change(slot.kind, stream)
+        label, what = LABELS[slot.kind]
+        self.emit("audio_device_restored", device=slot.kind, after_s=round(now - slot.lost_at, 3))
+        self.notify(f"voice: the {label} is back; {what} again")

@@ -1,0 +1,261 @@
+"""`--workers N` on Ray: the same episodes as a serial run, a killed worker's episode played again, Ctrl-C.
+
+The Ray tests run real `agent-runtime` subprocesses (episode; collect and bench play too) with the tiny random
+model on the fixed-cost clock. They connect (--ray-address) to one local Ray this module starts (2 CPUs, no
+dashboard); the Ctrl-C test lets the command start and stop its own local Ray, as a user's run does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from agent_runtime.fanout.outcome import Task
+from agent_runtime.fanout.task_queue import TaskQueue
+from envs.engine_watchdog import engine_children
+
+REPO = Path(__file__).resolve().parent.parent
+TINY = ("--model", "tiny:llama", "--fixed-cost", "--json")
+RUN_TIMEOUT = 600  # a loaded 2-core machine starts Ray workers slowly
+VARYING = ("wall_s", "recording")  # what may differ between two runs of the same episode
+
+
+def _env() -> dict:
+    return {**os.environ, "PYTHONPATH": str(REPO)}
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "agent_runtime.cli", *args], cwd=REPO, env=_env(),
+                          capture_output=True, text=True, timeout=RUN_TIMEOUT)
+
+
+def _results(out: Path) -> dict[int, dict]:
+    lines = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    by_episode = {r["episode"]: r for r in lines}
+    assert len(by_episode) == len(lines), "an episode was reported twice"
+    return by_episode
+
+
+def _comparable(result: dict) -> dict:
+    return {k: v for k, v in result.items() if k not in VARYING}
+
+
+def _recorded_play(recording: str) -> dict:
+    """What makes two recordings the same game: frame hashes tic by tic, commands executed, the .lmp."""
+    events = [json.loads(line) for line in Path(recording, "events.jsonl").read_text().splitlines()]
+    manifest = json.loads(Path(recording, "manifest.json").read_text())
+    return {
+        "frames": [(e["tic"], e["payload"]["screen_hash"]) for e in events if e["kind"] == "frame_read"],
+        "actions": [(e["tic"], e["payload"]["command"]) for e in events if e["kind"] == "action_executed"],
+        "lmp": manifest["lmp"]["blake2b"],
+        "complete": manifest["extra"]["complete"],
+    }
+
+
+# --- no Ray needed -------------------------------------------------------------------------------------------
+
+def test_a_retry_goes_first_to_another_worker_and_a_second_failure_loses_the_task():
+    queue = TaskQueue([Task(i, None, f"episode {i}") for i in range(3)])
+    first = queue.next_for(0, others_alive=True)
+    assert first.task.key == 0 and first.number == 1
+    assert queue.failed(first, 0, "worker 0 died")
+    assert queue.next_for(0, others_alive=True).task.key == 1  # worker 0 may not take episode 0 again
+    retry = queue.next_for(1, others_alive=True)
+    assert retry.task.key == 0 and retry.number == 2
+    assert not queue.failed(retry, 1, "worker 1 died")
+    assert [t.key for t, _ in queue.lost] == [0]
+    alone = TaskQueue([Task(5, None, "episode 5")])
+    a = alone.next_for(0, others_alive=False)
+    alone.failed(a, 0, "engine died")
+    assert alone.next_for(0, others_alive=False).task.key == 5  # the only worker left takes its retry
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["episode", "--workers", "0"], "--workers must be at least 1 (got 0)"),
+    (["episode", "--policy", "random", "--workers", "1000"], "need 1000 CPUs"),
+    (["episode", "--policy", "random", "--ray-address", "127.0.0.1:1"], "cannot reach the Ray cluster at 127.0.0.1:1"),
+    (["episode", "--ray-address", "no-port"], "expected host:port"),
+    (["bench", "play", "--workers", "-1"], "--workers must be at least 1"),
+    (["bench", "reaction", "--workers", "0"], "--workers must be at least 1"),
+    (["collect", "--episodes", "1", "--out", "{tmp}/data", "--workers", "0"], "--workers must be at least 1"),
+])
+def test_bad_fanout_input_is_one_line_and_exit_2(tmp_path, argv, expected):
+    proc = _cli(*[a.replace("{tmp}", str(tmp_path)) for a in argv], "--max-tics", "5") if argv[0] != "collect" \
+        else _cli(*[a.replace("{tmp}", str(tmp_path)) for a in argv])
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    assert expected in proc.stderr and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and proc.stdout == ""
+
+
+def test_a_single_process_run_never_imports_ray(tmp_path):
+    code = ("import sys\nfrom agent_runtime.cli import main\n"
+            "assert main(['episode', '--policy', 'random', '--max-tics', '5', '--no-record']) == 0\n"
+            "print('ray' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=_env(), capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "False"
+
+
+# --- on a local Ray ------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def ray_address():
+    """One local Ray for the module (2 CPUs: 2 workers x 1 thread); its auth token mode reaches subprocesses."""
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR")
+    try:
+        yield ray.get_runtime_context().gcs_address
+    finally:
+        ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def serial_300(tmp_path_factory):
+    """Three episodes of 300 tics played in one process on one thread (what a 1-CPU worker runs on)."""
+    out = tmp_path_factory.mktemp("serial300")
+    proc = _cli("episode", *TINY, "--episodes", "3", "--max-tics", "300", "--threads", "1", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    return _results(out)
+
+
+@pytest.mark.slow
+def test_two_workers_play_the_serial_episodes_exactly(tmp_path, ray_address):
+    serial_out, ray_out = tmp_path / "serial", tmp_path / "ray"
+    serial = _cli("episode", *TINY, "--episodes", "3", "--max-tics", "60", "--threads", "1", "--out", str(serial_out))
+    assert serial.returncode == 0, serial.stderr
+    fanned = _cli("episode", *TINY, "--episodes", "3", "--max-tics", "60", "--workers", "2",
+                  "--ray-address", ray_address, "--out", str(ray_out))
+    assert fanned.returncode == 0, fanned.stderr
+    assert len(fanned.stdout.strip().splitlines()) == 3  # one JSON line per episode, as a serial run prints
+    assert {line.split(" (pid")[0] for line in fanned.stderr.splitlines() if " ready on " in line} == \
+        {"worker 0", "worker 1"}
+    expected, got = _results(serial_out), _results(ray_out)
+    assert sorted(got) == [0, 1, 2]
+    for index in range(3):
+        assert set(got[index]) == set(expected[index])  # results.jsonl has the serial shape
+        assert _comparable(got[index]) == _comparable(expected[index])
+        assert Path(got[index]["recording"]).parent == ray_out
+        assert _recorded_play(got[index]["recording"]) == _recorded_play(expected[index]["recording"])
+        assert _recorded_play(got[index]["recording"])["complete"] is True
+    replay = _cli("replay", got[2]["recording"])  # recordings made by a worker replay like any other
+    assert replay.returncode == 0, replay.stdout + replay.stderr
+
+
+def _wait_for(predicate, timeout: float, what: str, proc: subprocess.Popen, err: Path):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        assert proc.poll() is None, f"exited before {what}: {err.read_text()}"
+        assert time.monotonic() < deadline, f"never {what}: {err.read_text()}"
+        time.sleep(0.1)
+
+
+def _start(tmp_path: Path, *args: str, own_group: bool = False) -> tuple[subprocess.Popen, Path]:
+    err = tmp_path / "stderr.txt"
+    with err.open("w") as f:
+        proc = subprocess.Popen([sys.executable, "-m", "agent_runtime.cli", "episode", *TINY, *args], cwd=REPO,
+                                env=_env(), stdout=subprocess.PIPE, stderr=f, text=True, start_new_session=own_group)
+    return proc, err
+
+
+def _worker_pids(err: Path) -> dict[int, int]:
+    return {int(w): int(p) for w, p in re.findall(r"^worker (\d+) \(pid (\d+)\) ready", err.read_text(), re.M)}
+
+
+@pytest.mark.slow
+def test_a_worker_killed_mid_episode_is_reported_and_its_episode_played_again(tmp_path, ray_address, serial_300):
+    out = tmp_path / "out"
+    proc, err = _start(tmp_path, "--episodes", "3", "--max-tics", "300", "--workers", "2",
+                       "--ray-address", ray_address, "--out", str(out))
+    try:
+        victim = _wait_for(lambda: _worker_pids(err).get(0), RUN_TIMEOUT, "loaded worker 0", proc, err)
+        _wait_for(lambda: engine_children(victim), 120, "played on worker 0", proc, err)  # an engine: mid-episode
+        time.sleep(0.5)
+        os.kill(victim, signal.SIGKILL)
+        proc.wait(timeout=RUN_TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    text = err.read_text()
+    assert proc.returncode == 0, text
+    died = re.search(rf"worker 0 \(pid {victim}\) died during episode (\d+): .*; episode \1 is played again", text)
+    assert died, text
+    got = _results(out)
+    assert sorted(got) == [0, 1, 2]  # the run completed, every episode once
+    assert sorted(json.loads(line)["episode"] for line in proc.stdout.read().splitlines()) == [0, 1, 2]
+    retried = int(died.group(1))
+    assert _comparable(got[retried]) == _comparable(serial_300[retried])  # the retry plays the same game
+    for index in range(3):
+        assert _recorded_play(got[index]["recording"]) == _recorded_play(serial_300[index]["recording"])
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_every_worker_closes_their_recordings_and_exits_130(tmp_path):
+    """The run starts its own local Ray; Ctrl-C reaches its whole process group, Ray's services included."""
+    out = tmp_path / "out"
+    proc, err = _start(tmp_path, "--episodes", "50", "--workers", "2", "--out", str(out), own_group=True)
+    try:
+        pids = _wait_for(lambda: len(_worker_pids(err)) == 2 and _worker_pids(err), RUN_TIMEOUT, "loaded 2 workers",
+                         proc, err)
+        _wait_for(lambda: all(engine_children(pid) for pid in pids.values()), 120, "played on both workers", proc, err)
+        ray_services = [p for p in psutil.Process(proc.pid).children(recursive=True)]
+        time.sleep(0.5)
+        os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the command and the Ray services it started
+        t0 = time.monotonic()
+        code = proc.wait(timeout=60)
+        took = time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    text = err.read_text()
+    assert code == 130 and took < 30, (code, took, text)
+    assert "interrupted by SIGINT" in text
+    finished = {r["recording"] for r in _results(out).values()} if (out / "results.jsonl").exists() else set()
+    stopped = sorted(d for d in out.iterdir() if d.is_dir() and str(d) not in finished)
+    assert len(stopped) == 2, text  # the episode in progress on each worker; none started after the stop
+    for directory in stopped:
+        last = json.loads((directory / "events.jsonl").read_text().splitlines()[-1])
+        assert last["kind"] == "session_end" and last["payload"]["reason"] == "interrupted"
+        extra = json.loads((directory / "manifest.json").read_text())["extra"]
+        assert extra["complete"] is False and extra["end_reason"] == "interrupted"
+        assert f"recording (incomplete, interrupted): {directory}" in text
+    assert all(_recorded_play(r)["complete"] for r in finished)
+    _, alive = psutil.wait_procs(ray_services, timeout=30)  # the local Ray it started is gone with it
+    assert not [p for p in alive if p.is_running() and p.status() != psutil.STATUS_ZOMBIE], alive
+
+
+@pytest.mark.slow
+def test_collect_on_two_workers_writes_the_serial_data_set_byte_for_byte(tmp_path, ray_address):
+    common = ("collect", "--model", "tiny:llama", "--fixed-cost", "--episodes", "3", "--max-tics", "60")
+    serial = _cli(*common, "--threads", "1", "--out", str(tmp_path / "serial"))
+    assert serial.returncode == 0, serial.stderr
+    fanned = _cli(*common, "--workers", "2", "--ray-address", ray_address, "--out", str(tmp_path / "ray"))
+    assert fanned.returncode == 0, fanned.stderr
+    assert fanned.stdout == serial.stdout.replace(str(tmp_path / "serial"), str(tmp_path / "ray"))
+    for name in ("decisions.jsonl", "episodes.jsonl"):  # episodes written in index order, whatever ended first
+        assert (tmp_path / "ray" / name).read_bytes() == (tmp_path / "serial" / name).read_bytes()
+
+
+@pytest.mark.slow
+def test_bench_play_on_two_workers_reports_the_serial_summary(tmp_path, ray_address):
+    common = ("bench", "play", "--model", "tiny:llama", "--fixed-cost", "--episodes", "2", "--max-tics", "60",
+              "--agents", "multi_stream,no_think,scripted", "--json")
+    serial = _cli(*common, "--threads", "1", "--out", str(tmp_path / "serial"))
+    assert serial.returncode == 0, serial.stderr
+    fanned = _cli(*common, "--workers", "2", "--ray-address", ray_address, "--out", str(tmp_path / "ray"))
+    assert fanned.returncode == 0, fanned.stderr
+    expected, got = json.loads(serial.stdout), json.loads(fanned.stdout)
+    assert got["agents"] == expected["agents"] and got["seeds"] == expected["seeds"] == [0, 1]
+    assert got["workers"] == 2 and got["lost"] == []
