@@ -180,17 +180,19 @@ def _load_merged_embedded(info, dtype: str) -> LoadedModel:
     problem = cache_problem(target) if target.exists() else "absent"
     if problem != "absent" and problem is not None:
         print(f"the merged model cache {target} cannot be used: {problem}; rebuilding it", file=sys.stderr, flush=True)
+    model = None
     if problem is not None:
         base = AutoModelForCausalLM.from_pretrained(base_dir, dtype=DTYPES[dtype])
-        merged = merge_adapter(base, info, _weight_hash(base))
+        model = merge_adapter(base, info, _weight_hash(base))  # used as merged: the cache is for later starts
         tmp = target.with_name(target.name + f".tmp{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)
-        merged.save_pretrained(tmp)
+        model.save_pretrained(tmp)
         (tmp / MERGED_NOTE).write_text(json.dumps({"base_weight_hash": info.base_weight_hash, "adapter": info.hash}))
         _seal_cache(tmp)
         shutil.rmtree(target, ignore_errors=True)
         os.replace(tmp, target)
-    model = AutoModelForCausalLM.from_pretrained(target, dtype=DTYPES[dtype])
+    if model is None:
+        model = AutoModelForCausalLM.from_pretrained(target, dtype=DTYPES[dtype])
     check_supported(model.config)
     model.eval()
     model.requires_grad_(False)

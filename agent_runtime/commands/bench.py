@@ -298,11 +298,9 @@ def _play_agents(text: str | None) -> tuple[str, ...]:
 
 
 def _run_play(args) -> int:
-    from agent_runtime.benchmarks.play_bench import MODEL_AGENTS, run_play_bench
+    from agent_runtime.benchmarks.play_bench import play_runtimes, run_play_bench
     from agent_runtime.clocks import FixedCost
     from agent_runtime.config import load_config
-    from agent_runtime.llm_episode import LLMRuntime
-    from agent_runtime.model_loader import load_model
     from envs.doom_env import DoomEnv
 
     if args.episodes < 1:
@@ -320,14 +318,8 @@ def _run_play(args) -> int:
     config = load_config(scenario=args.scenario, seed=args.seed)
     clock = "fixed_cost" if args.fixed_cost else "compute (world advanced by measured step time)"
     loaded, info = _load(args, clock=clock, threads=args.threads)
-    untrained = (load_model(args.model, dtype=loaded.cpu.dtype) if loaded.adapter is not None
-                 and "multi_stream_untrained" in agents else loaded)
     with DoomEnv(args.scenario, seed=args.seed) as env:
-        runtimes = {}
-        if any(a in MODEL_AGENTS for a in agents):
-            runtimes["trained"] = LLMRuntime.build(loaded, config, env.buttons, scenario=env.scenario)
-            runtimes["untrained"] = (runtimes["trained"] if untrained is loaded else
-                                     LLMRuntime.build(untrained, config, env.buttons, scenario=env.scenario))
+        runtimes = play_runtimes(loaded, config, env, agents, model_spec=args.model)
         result = run_play_bench(env, lambda s: DoomEnv(args.scenario, seed=s), runtimes, episodes=args.episodes,
                                 seed=args.seed, max_tics=args.max_tics, think_tokens=args.think_tokens, agents=agents,
                                 fixed_cost=FixedCost() if args.fixed_cost else None)

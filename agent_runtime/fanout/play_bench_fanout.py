@@ -13,6 +13,22 @@ import sys
 from agent_runtime.fanout.outcome import Task
 
 
+def load_bench_model(args: argparse.Namespace, threads: int):
+    """A bench worker's model (the adapter the command names, else the shipped one) and what ready() reports."""
+    from agent_runtime.adapters import DEFAULT
+    from agent_runtime.benchmarks.measure import machine_info
+    from agent_runtime.fanout.cpu_probe import decide_once
+    from agent_runtime.model_loader import load_for_cpu
+
+    decide_once(threads)
+    loaded = load_for_cpu(args.model, dtype=args.dtype, threads=threads, adapter=args.adapter or DEFAULT,
+                          announce=False)
+    clock = "fixed_cost" if args.fixed_cost else "compute (world advanced by measured step time)"
+    return loaded, {"model": loaded.model_id, "cpu_path": loaded.cpu.name,
+                    "adapter": loaded.adapter.hash if loaded.adapter else None,
+                    "_machine": machine_info(loaded.model_id, loaded.cpu.threads, clock=clock, cpu=loaded.cpu)}
+
+
 class PlayBenchJob:
     """What a `bench play` worker holds: the model(s), the runtimes built on them, one engine."""
 
@@ -22,33 +38,18 @@ class PlayBenchJob:
         self.env = self.runtimes = self.fixed_cost = None
 
     def setup(self, threads: int) -> dict:
-        from agent_runtime.adapters import DEFAULT
-        from agent_runtime.benchmarks.measure import machine_info
-        from agent_runtime.benchmarks.play_bench import MODEL_AGENTS
+        from agent_runtime.benchmarks.play_bench import play_runtimes
         from agent_runtime.clocks import FixedCost
         from agent_runtime.config import load_config
-        from agent_runtime.fanout.cpu_probe import decide_once
-        from agent_runtime.llm_episode import LLMRuntime
-        from agent_runtime.model_loader import load_for_cpu, load_model
         from envs.doom_env import DoomEnv
 
         a = self.args
         config = load_config(scenario=a.scenario, seed=a.seed)
-        decide_once(threads)
-        loaded = load_for_cpu(a.model, dtype=a.dtype, threads=threads, adapter=a.adapter or DEFAULT, announce=False)
-        untrained = (load_model(a.model, dtype=loaded.cpu.dtype) if loaded.adapter is not None
-                     and "multi_stream_untrained" in self.agents else loaded)
+        loaded, ready = load_bench_model(a, threads)
         self.env = DoomEnv(a.scenario, seed=a.seed)
-        self.runtimes = {}
-        if any(name in MODEL_AGENTS for name in self.agents):
-            self.runtimes["trained"] = LLMRuntime.build(loaded, config, self.env.buttons, scenario=self.env.scenario)
-            self.runtimes["untrained"] = (self.runtimes["trained"] if untrained is loaded else LLMRuntime.build(
-                untrained, config, self.env.buttons, scenario=self.env.scenario))
+        self.runtimes = play_runtimes(loaded, config, self.env, self.agents, model_spec=a.model)
         self.fixed_cost = FixedCost() if a.fixed_cost else None
-        clock = "fixed_cost" if a.fixed_cost else "compute (world advanced by measured step time)"
-        return {"model": loaded.model_id, "cpu_path": loaded.cpu.name,
-                "adapter": loaded.adapter.hash if loaded.adapter else None,
-                "_machine": machine_info(loaded.model_id, loaded.cpu.threads, clock=clock, cpu=loaded.cpu)}
+        return ready
 
     def play(self, task: Task) -> dict:
         from agent_runtime.benchmarks.play_bench import play_one

@@ -22,26 +22,19 @@ class ReactionBenchJob:
         self.env = self.runtime = self.fixed_cost = None
 
     def setup(self, threads: int) -> dict:
-        from agent_runtime.adapters import DEFAULT
-        from agent_runtime.benchmarks.measure import machine_info
         from agent_runtime.clocks import FixedCost
         from agent_runtime.config import load_config
-        from agent_runtime.fanout.cpu_probe import decide_once
+        from agent_runtime.fanout.play_bench_fanout import load_bench_model
         from agent_runtime.llm_episode import LLMRuntime
-        from agent_runtime.model_loader import load_for_cpu
         from envs.doom_env import DoomEnv
 
         a = self.args
-        decide_once(threads)
-        loaded = load_for_cpu(a.model, dtype=a.dtype, threads=threads, adapter=a.adapter or DEFAULT, announce=False)
+        loaded, ready = load_bench_model(a, threads)
         config = load_config(scenario=a.scenario, seed=a.seed)
         self.env = DoomEnv(a.scenario, seed=a.seed)
         self.runtime = LLMRuntime.build(loaded, config, self.env.buttons, scenario=self.env.scenario)
         self.fixed_cost = FixedCost() if a.fixed_cost else None
-        clock = "fixed_cost" if a.fixed_cost else "compute (world advanced by measured step time)"
-        return {"model": loaded.model_id, "cpu_path": loaded.cpu.name,
-                "_adapter": loaded.adapter.hash if loaded.adapter else None,
-                "_machine": machine_info(loaded.model_id, loaded.cpu.threads, clock=clock, cpu=loaded.cpu)}
+        return ready
 
     def play(self, task: Task) -> dict:
         from agent_runtime.benchmarks.reaction_bench import play_one
@@ -80,7 +73,7 @@ def run_reaction_bench_on_ray(args: argparse.Namespace) -> tuple[dict, str]:
     machine = {**info.get("_machine", {}), "workers": args.workers, "ray": cluster.describe(args.workers)}
     print_header(machine)
     result.update(machine=machine, cpu_path=machine.get("cpu_path"), scenario=args.scenario, workers=args.workers,
-                  adapter=info.get("_adapter"), lost=[task.label for task, _ in lost])
+                  adapter=info.get("adapter"), lost=[task.label for task, _ in lost])
     title = (f"{args.scenario}, {machine.get('model')}, {args.episodes} episodes, {args.workers} Ray workers x "
              f"{machine.get('threads')} thread(s)")
     return result, title
