@@ -10,8 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from agent_runtime.action_grammar import Command
-from agent_runtime.events import EventBus
+from agent_runtime.events import EventBus, Kind
 from agent_runtime.generation import SessionGeneration
+from agent_runtime.time_bounds import TimeBounds
+from agent_runtime.percentiles import percentile
 
 
 @dataclass
@@ -38,29 +40,24 @@ class ExecutorStats:
 
     def summary(self) -> dict:
         """The per-episode result keys every agent reports."""
-        import numpy as np
-
-        def pct(q):
-            return float(np.percentile(self.reaction_ms, q)) if self.reaction_ms else None
-
         return {
             "actions_executed": self.executed,
             "actions_fenced": self.fenced,
             "actions_fenced_generation": self.fenced_generation,
             "actions_fenced_age": self.fenced_age,
-            "reaction_ms_p50": pct(50),
-            "reaction_ms_p95": pct(95),
-            "reaction_ms_p99": pct(99),
+            "reaction_ms_p50": percentile(self.reaction_ms, 50),
+            "reaction_ms_p95": percentile(self.reaction_ms, 95),
+            "reaction_ms_p99": percentile(self.reaction_ms, 99),
             "first_action_ms": self.first_executed_ms,
             "reaction_samples_ms": [round(x, 2) for x in self.reaction_ms],
         }
 
 
 class ActionExecutor:
-    def __init__(self, world, generation: SessionGeneration, *, max_action_age_ms: float, bus: EventBus | None = None):
+    def __init__(self, world, generation: SessionGeneration, bounds: TimeBounds, *, bus: EventBus | None = None):
         self.world = world
         self.generation = generation
-        self.max_action_age_ms = max_action_age_ms
+        self.bounds = bounds
         self.bus = bus
         self.stats = ExecutorStats()
 
@@ -71,18 +68,18 @@ class ActionExecutor:
         if not self.generation.is_current(action.generation):
             reason = "generation"
             self.stats.fenced_generation += 1
-        elif age > self.max_action_age_ms:
+        elif self.bounds.action_stale(action.frame_read_ms, now_ms):
             reason = "frame_age"
             self.stats.fenced_age += 1
         if reason is not None:
-            self._emit("action_fenced", action, now_ms, reason=reason, frame_age_ms=age)
+            self._emit(Kind.ACTION_FENCED, action, now_ms, reason=reason, frame_age_ms=age)
             return False
         self.world.hold(action.command.buttons, action.command.tics)
         self.stats.executed += 1
         if self.stats.first_executed_ms is None:
             self.stats.first_executed_ms = now_ms
         self.stats.reaction_ms.append(age)
-        self._emit("action_executed", action, now_ms, frame_age_ms=age)
+        self._emit(Kind.ACTION_EXECUTED, action, now_ms, frame_age_ms=age)
         return True
 
     def _emit(self, kind: str, action: Action, now_ms: float, **extra) -> None:

@@ -121,12 +121,6 @@ class ActionGrammar:
         return CommandDecoder(self)
 
 
-def sequence_logprob(first_logits, branch_logits, tokens: list[int]) -> float:
-    """log p(tokens | prompt): first token from the prompt's last logits, the rest from the branch rows."""
-    rows = _log_softmax(branch_logits) if len(tokens) > 1 else None
-    return _summed_logprob(_log_softmax(first_logits), rows, tokens)
-
-
 def _log_softmax(logits):
     import torch
 

@@ -6,13 +6,22 @@ import math
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from envs.doom_env import DoomEnv
 from envs.frame import Frame, ObjectLabel
 
-from agent_runtime import signals
+from agent_runtime.action_executor import Action, ActionExecutor
+from agent_runtime.action_grammar import Command
+from agent_runtime.clocks import SessionClock
+from agent_runtime.generation import SessionGeneration
+from agent_runtime.multistream_agent import StepOutcome
+from agent_runtime.session_loop import SessionLoop
+from agent_runtime.session_result import session_result
+from agent_runtime.sync_world import SyncWorld, TimedFrame
+from agent_runtime.time_bounds import TimeBounds
 
 Decision = tuple[dict[str, float], int]  # (buttons pressed -> value, tics to hold)
 
@@ -111,53 +120,67 @@ def make_policy(name: str, buttons: Sequence[str], *, seed: int | None = None, s
     raise ValueError(f"unknown baseline policy '{name}'; use expert, random or scripted")
 
 
-@signals.stoppable()
-def run_baseline_episode(
-    env: DoomEnv,
-    policy,
-    *,
-    max_tics: int | None = None,
-    lag_tics: int = 0,
-    progress: Callable[[dict], None] | None = None,
-    record_path=None,
-    progress_every_tics: int = 350,
-) -> dict:
+class PolicyAgent:
+    """A player without a model, in the session loop: it decides at once (no compute time) on the frame
+    `lag_tics` old, and looks again when the hold it chose has run out."""
+
+    def __init__(self, policy, generation: SessionGeneration, *, lag_tics: int = 0):
+        if lag_tics < 0:
+            raise ValueError("lag_tics must be >= 0")
+        self.policy, self.generation, self.lag_tics = policy, generation, lag_tics
+        self.name = getattr(policy, "name", type(policy).__name__)
+        self.history: deque[Frame] = deque(maxlen=lag_tics + 2)  # the frames decided on
+        self.newest: TimedFrame | None = None
+        self.next_tic = -1
+        self.stats = PolicyStats()
+        self.bus = None
+
+    def push_frame(self, timed: TimedFrame) -> None:
+        self.newest = timed
+
+    def new_episode(self) -> None:
+        self.history.clear()
+        self.newest, self.next_tic = None, -1
+
+    def step(self, now_ms: float) -> StepOutcome:
+        timed = self.newest
+        if timed is None or timed.frame.tic < self.next_tic:
+            return StepOutcome([], 0.0, 0, 0, [])  # idle: the world moves a tic
+        frame = timed.frame
+        self.history.append(frame)
+        seen = next((f for f in reversed(self.history) if f.tic <= frame.tic - self.lag_tics), self.history[0])
+        buttons, tics = self.policy.decide(seen)
+        self.next_tic = frame.tic + tics
+        self.stats.decisions += 1
+        command = Command(self.name, buttons, tics)
+        action = Action(command, self.generation.current, frame.tic, timed.read_ms, now_ms, source=self.name)
+        return StepOutcome([action], 0.0, 0, 0, [(self.name, 0)])  # decided at once: costs no time
+
+    def close(self) -> None:
+        pass
+
+
+@dataclass
+class PolicyStats:
+    decisions: int = 0
+
+
+def run_baseline_episode(env: DoomEnv, policy, *, max_tics: int | None = None, lag_tics: int = 0,
+                         progress: Callable[[dict], None] | None = None, record_path=None, bus=None) -> dict:
     """Play one new episode with `policy`; the policy sees the frame from `lag_tics` tics ago.
 
     lag_tics reproduces a slow thinker: at 35 tics/s, lag_tics=4 is ~114 ms of staleness.
     """
-    if lag_tics < 0:
-        raise ValueError("lag_tics must be >= 0")
     started = time.monotonic()
-    frame = env.new_episode(record_path)
-    start_tic, last = frame.tic, frame
-    history: deque[Frame] = deque(maxlen=lag_tics + 2)
-    next_report = start_tic + progress_every_tics
-    while frame is not None:
-        signals.check()  # SIGINT/SIGTERM: stop between two steps
-        last = frame
-        if max_tics is not None and frame.tic - start_tic >= max_tics:
-            break
-        history.append(frame)
-        seen = next((f for f in reversed(history) if f.tic <= frame.tic - lag_tics), history[0])
-        buttons, tics = policy.decide(seen)
-        env.act(buttons, tics)
-        frame = env.read_frame()
-        if progress is not None and frame is not None and frame.tic >= next_report:
-            next_report += progress_every_tics
-            progress({"episode": env.episode, "tic": frame.tic, "kills": env.kills, "reward": env.total_reward})
-    return {
-        "scenario": env.scenario,
-        "policy": getattr(policy, "name", type(policy).__name__),
-        "episode": env.episode,
-        "seed": env.episode_seed,
-        "reward": round(env.total_reward, 4),
-        "kills": env.kills,
-        "tics": env.tic - start_tic,  # tics played by the policy
-        "end_tic": env.tic,
-        "health": last.health,
-        "ammo": last.ammo,
-        "lag_tics": lag_tics,
-        "finished": env.episode_finished,
-        "wall_s": round(time.monotonic() - started, 3),
-    }
+    bounds = TimeBounds(max_frame_age_ms=0.0)  # a policy reads the newest frame only
+    world = SyncWorld(env, SessionClock(), bounds)
+    generation = SessionGeneration()
+    executor = ActionExecutor(world, generation, bounds)
+    agent = PolicyAgent(policy, generation, lag_tics=lag_tics)
+    loop = SessionLoop(world, agent, executor, generation=generation, bus=bus, progress=progress)
+    totals = loop.run(record_path=record_path, max_tics=max_tics)
+    last = agent.newest.frame
+    return {**session_result(world, executor, agent, totals), "scenario": env.scenario, "policy": agent.name,
+            "episode": env.episode, "seed": env.episode_seed, "end_tic": env.tic, "health": last.health,
+            "ammo": last.ammo, "lag_tics": lag_tics, "finished": env.episode_finished,
+            "wall_s": round(time.monotonic() - started, 3)}

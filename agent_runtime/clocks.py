@@ -1,18 +1,28 @@
-"""Clocks: how session time passes, and how a headless world is made to move while the model computes.
+"""Clocks: session time, and what an engine step costs on it. Time lives here.
 
-- ComputeClock (headless): ViZDoom runs synchronously and is advanced by the compute time each engine
+- SessionClock, compute (headless): ViZDoom runs synchronously and is advanced by the compute time each engine
   step really took, so the world keeps moving while the model thinks, yet the run is structurally
   reproducible (same order of events, only durations vary).
-- FixedCostClock (tests): the same, but a step costs a fixed amount per token, so runs are deterministic.
-- Real time (live play) is ViZDoom's ASYNC_PLAYER mode: the world runs at 35 tics/s by itself.
+- SessionClock with a FixedCost (tests, --fixed-cost): a step costs a fixed amount per token: deterministic.
+- SessionClock replaying a recording's step costs (replay --rerun): the world moves exactly as it did.
+- WallClock (live play): ViZDoom's ASYNC_PLAYER mode runs at 35 tics/s by itself; session time is wall time.
+A step with nothing to compute costs one tic (the loop waits for the next frame).
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 TICS_PER_SECOND = 35
 MS_PER_TIC = 1000.0 / TICS_PER_SECOND
+
+
+def measured(fn, *args):
+    """(fn(*args), seconds it took): the compute time a step is charged on the compute clock."""
+    t0 = time.perf_counter()
+    result = fn(*args)
+    return result, time.perf_counter() - t0
 
 
 @dataclass
@@ -27,19 +37,36 @@ class FixedCost:
         return self.base_ms + self.per_decode_token_ms * decode_rows + self.per_prefill_token_ms * prefill_tokens
 
 
+class RecordedCostsEnded(Exception):
+    """A replayed run has used every recorded step cost: the recorded run ended here."""
+
+
 class SessionClock:
     """Session time in ms for a synchronous world. charge() returns how many tics the world must advance."""
 
-    def __init__(self, cost: FixedCost | None = None):
-        self.cost = cost
+    def __init__(self, cost: FixedCost | None = None, *, replay_costs: list[float] | None = None):
+        self.cost, self.replay_costs = cost, replay_costs
         self.name = "fixed_cost" if cost else "compute"
         self.now_ms = 0.0
         self._tics_released = 0
+        self._steps = 0
 
     def step_cost_ms(self, measured_s: float, decode_rows: int, prefill_tokens: int) -> float:
+        """What a computation costs: its measured time, or the fixed cost of its rows and tokens."""
         if self.cost is not None:
             return self.cost.step_ms(decode_rows, prefill_tokens)
         return measured_s * 1000.0
+
+    def cost_of(self, outcome) -> float:
+        """What one engine step (a StepOutcome) costs: replayed, idle (one tic) or its computation's cost."""
+        step, self._steps = self._steps, self._steps + 1
+        if self.replay_costs is not None:
+            if step >= len(self.replay_costs):
+                raise RecordedCostsEnded()
+            return self.replay_costs[step]
+        if not outcome.batch:
+            return MS_PER_TIC  # nothing to compute: wait for the next frame
+        return self.step_cost_ms(outcome.measured_s, outcome.decode_rows, outcome.prefill_tokens)
 
     def charge(self, ms: float) -> int:
         """Advance session time by ms; return the whole tics that became due."""
@@ -51,3 +78,19 @@ class SessionClock:
     @property
     def tics_released(self) -> int:
         return self._tics_released
+
+
+class WallClock:
+    """Session time for a real-time world: wall-clock ms since t0 (the first frame's read)."""
+
+    name = "realtime"
+
+    def __init__(self):
+        self.t0 = time.monotonic()
+
+    @property
+    def now_ms(self) -> float:
+        return self.ms(time.monotonic())
+
+    def ms(self, monotonic_t: float) -> float:
+        return (monotonic_t - self.t0) * 1000.0

@@ -1,10 +1,8 @@
 """Session events: what happened, when, in which stream and generation.
 
-The engine, the executor and the audio path emit events here; sinks (an in-memory list for tests and
-metrics, the recording's append-only JSONL log) receive them in order. Event kinds used by the engine:
-frame_read, frame_prefilled, frame_dropped, engine_step, token, action_emitted, action_executed,
-action_fenced, generation_bump, thinker_paragraph, user_input. The audio path adds asr_partial,
-asr_final, tts_chunk, playback_start, playback_stop, barge_in.
+The engine, the executor, the session loop and the audio path emit events here; sinks (an in-memory list for
+tests and metrics, the recording's append-only JSONL log) receive them in order. Every kind is a constant of
+`Kind`, documented there, in one place; the bus refuses any other.
 """
 
 from __future__ import annotations
@@ -13,6 +11,50 @@ import itertools
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
+
+
+class Kind:
+    """Every event kind, and what it means (the payload keys it carries)."""
+
+    # the world and the engine
+    FRAME_READ = "frame_read"  # a frame came from the world (read_ms, screen_hash)
+    FRAME_PREFILLED = "frame_prefilled"  # a frame entered its block (age_ms, tokens, status_tokens)
+    FRAME_DROPPED = "frame_dropped"  # a pending frame was never prefilled (reason: stale | superseded, age_ms)
+    ENGINE_STEP = "engine_step"  # one batched forward (batch: [(role, tokens)], compute_ms, pool_used_pages)
+    CLOCK_ADVANCE = "clock_advance"  # a synchronous world moved by a step's cost (step, cost_ms)
+    TOKEN = "token"  # a Thinker token (token, text)
+    THINKER_PARAGRAPH = "thinker_paragraph"  # a finished thought paragraph (text)
+    ACTION_EMITTED = "action_emitted"  # a decision (command, frame_tic)
+    ACTION_EXECUTED = "action_executed"  # an action ran (command, frame_tic, frame_age_ms)
+    ACTION_FENCED = "action_fenced"  # an action was dropped unrun (reason: generation | frame_age)
+    SESSION_END = "session_end"  # the last event of a recording (reason, detail)
+    # the user and interruptions
+    USER_INPUT = "user_input"  # typed or spoken text reached the agent (text, command, step in headless runs)
+    GENERATION_BUMP = "generation_bump"  # an interruption (reason, to, text)
+    USER_TEXT_TRUNCATED = "user_text_truncated"  # a user text was cut to the token bound (chars, tokens, kept_tokens)
+    USER_TEXT_DROPPED = "user_text_dropped"  # a waiting user text was dropped (tokens, reason)
+    # commentary
+    COMMENTARY_SENTENCE = "commentary_sentence"  # a finished remark sentence, handed to speech or print (text)
+    COMMENTARY_STOPPED = "commentary_stopped"  # a remark cut off unheard (reason, text)
+    COMMENTARY_HEARD = "commentary_heard"  # what the user heard (or read) entered history (text)
+    # the audio path
+    VAD_SPEECH_START = "vad_speech_start"
+    VAD_SPEECH_END = "vad_speech_end"
+    ASR_PARTIAL = "asr_partial"  # a hypothesis while the user still speaks (text, command)
+    ASR_FINAL = "asr_final"  # a recognized utterance (text, command)
+    ASR_UTTERANCE_CUT = "asr_utterance_cut"  # an utterance cut at the length bound
+    MIC_OVERRUN = "mic_overrun"  # microphone blocks dropped: the listener fell behind
+    BARGE_IN = "barge_in"  # user speech interrupted playback (reason, detection_to_interrupt_ms)
+    TTS_CHUNK = "tts_chunk"
+    TTS_DONE = "tts_done"
+    PLAYBACK_START = "playback_start"
+    PLAYBACK_STOP = "playback_stop"
+    PLAYBACK_STATS = "playback_stats"
+    AUDIO_DEVICE_LOST = "audio_device_lost"  # (device, error)
+    AUDIO_DEVICE_RESTORED = "audio_device_restored"  # (device)
+
+
+KINDS = frozenset(v for k, v in vars(Kind).items() if k.isupper())
 
 
 @dataclass
@@ -50,6 +92,8 @@ class EventBus:
 
     def emit(self, kind: str, stream: str, *, generation: int = 0, tic: int | None = None,
              sim_ms: float | None = None, **payload) -> Event:
+        if kind not in KINDS:
+            raise ValueError(f"unknown event kind {kind!r}: add it to events.Kind, with what it means")
         event = Event(
             seq=next(self._seq), session=self.session, stream=stream, generation=generation, kind=kind,
             tic=tic, t_mono=time.monotonic(), t_wall=time.time(), clock=self.clock, sim_ms=sim_ms, payload=payload,

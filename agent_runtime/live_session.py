@@ -1,9 +1,9 @@
-"""Live play: ViZDoom in real time, the multi-stream agent, typed or spoken commands, spoken commentary.
+"""Live play: ViZDoom in real time, the multi-stream agent, typed or spoken commands, spoken or printed remarks.
 
-Between engine steps the loop releases due buttons, reads the newest frame, takes user commands (typed
-lines or recognized voice; each bumps the generation first and acts directly on the next frame), commits
-the commentary the user actually heard, and runs one engine step. Actions execute as soon as they are
-emitted, unless the executor fences them.
+The session loop (session_loop.py) on a RealTimeWorld: between engine steps it takes user commands (typed lines
+or recognized voice; each interrupts first and acts directly on the newest frame), commits the commentary the
+user actually heard (or read), runs one engine step, executes its actions unless fenced, releases due buttons
+and reads the newest frame.
 """
 
 from __future__ import annotations
@@ -16,25 +16,16 @@ from envs.doom_env import DoomEnv, EngineDied
 
 from agent_runtime import signals
 from agent_runtime.action_executor import ActionExecutor
-from agent_runtime.action_grammar import Command
 from agent_runtime.events import EventBus
 from agent_runtime.generation import SessionGeneration
 from agent_runtime.multistream_agent import MultiStreamAgent, engine_options
 from agent_runtime.notices import OncePerKind, stderr_line
 from agent_runtime.realtime_world import RealTimeWorld
-from agent_runtime.sync_world import TimedFrame
+from agent_runtime.session_loop import SessionLoop
+from agent_runtime.session_result import session_result
+from agent_runtime.time_bounds import TimeBounds
+from agent_runtime.user_inputs import LiveInputs
 from agent_runtime.user_text_limits import MAX_PENDING_TYPED_LINES, MAX_USER_TEXT_CHARS
-from agent_runtime.voice.voice_commands import command_for, command_to_buttons
-
-USER_HOLD_TICS = 6
-
-
-def user_command(name: str, buttons: tuple[str, ...]) -> Command | None:
-    """A recognized command as an env action (None for DESCRIBE or a button the scenario lacks)."""
-    pressed = command_to_buttons(name, buttons)
-    if pressed is None:
-        return None
-    return Command(name, pressed, USER_HOLD_TICS)
 
 
 class TypedCommands:
@@ -91,74 +82,59 @@ class TypedCommands:
         return out
 
 
-@signals.stoppable()
+class PrintedCommentary:
+    """Live play without voice: the agent's remarks as text lines, under the same generations as speech (a
+    sentence of an interrupted remark is never printed); what was printed is what the user heard."""
+
+    def __init__(self, generation: SessionGeneration, write=stderr_line):
+        self.generation, self.write = generation, write
+        self._printed: list[str] = []
+
+    def say(self, text: str, generation: int) -> None:
+        if self.generation.is_current(generation):
+            self.write(f"agent: {text}")
+            self._printed.append(text)
+
+    def take_heard(self) -> list[str]:
+        printed, self._printed = self._printed, []
+        return printed
+
+
 def run_live(env: DoomEnv, runtime, *, seconds: float | None = None, voice=None, typed: TypedCommands | None = None,
              generation: SessionGeneration | None = None, bus: EventBus | None = None, progress=None,
-             record_path=None, recordings=None, notify=stderr_line) -> dict:
+             record_path=None, recordings=None, notify=stderr_line, print_commentary=stderr_line) -> dict:
     """record_path: the first episode's .lmp. recordings (a LiveRecordings) instead records every episode of a
     timed session in its own directory: its bus and .lmp path replace bus and record_path. notify(line): where
-    the agent's once-a-session lines about cut or dropped user text go."""
+    the agent's once-a-session lines about cut or dropped user text go; print_commentary(line): where remarks go
+    without voice (None: no commentary)."""
     if recordings is not None:
         bus, record_path = recordings.bus, recordings.lmp_path
     config = runtime.config
     generation = generation or (voice.session if voice is not None else SessionGeneration())
     world = RealTimeWorld(env)
-    if bus is not None:
-        bus.clock = "realtime"
-    executor = ActionExecutor(world, generation, max_action_age_ms=config.budgets.max_action_age_ms, bus=bus)
-    agent = MultiStreamAgent(runtime.runner, runtime.loaded.tokenizer, runtime.grammar, config.budgets, generation,
-                             scenario=env.scenario, bus=bus, commentary=voice is not None,
-                             on_sentence=voice.say if voice is not None else None, notify=notify,
-                             **engine_options(config.engine))
-    user_actions = 0
+    executor = ActionExecutor(world, generation, TimeBounds.from_budgets(config.budgets))
+    printed = PrintedCommentary(generation, print_commentary) if voice is None and print_commentary else None
+    speaker = voice if voice is not None else printed
+    agent = MultiStreamAgent(runtime.runner, runtime.tokenizer, runtime.grammar, config.budgets, generation,
+                             scenario=env.scenario, commentary=speaker is not None, notify=notify,
+                             on_sentence=speaker.say if speaker is not None else None, **engine_options(config.engine))
+    inputs = LiveInputs(runtime.grammar, typed=typed, voice=voice, printed=printed)
+    loop = SessionLoop(world, agent, executor, generation=generation, inputs=inputs, bus=bus, progress=progress,
+                       store=runtime.store)
+
+    def next_episode(index: int, start):
+        if recordings is None:
+            return start(None)
+        recordings.start(index)
+        loop.use_bus(recordings.bus)
+        first = start(recordings.lmp_path)
+        recordings.previous_finished()
+        return first
+
     try:
-        first = env.new_episode(record_path)
-        world.t0 = first.t_read
-        agent.push_frame(TimedFrame(first, 0.0))
         if voice is not None:
             voice.start()
-        last_report = 0.0
-        episodes = 1
-        while seconds is None or world.now_ms() < seconds * 1000.0:
-            signals.check()  # SIGINT/SIGTERM: stop between two steps
-            if world.finished:
-                if seconds is None:
-                    break
-                # a timed session keeps playing: the next episode starts at once, in its own recording
-                if recordings is not None:
-                    recordings.start(episodes)
-                    bus = agent.bus = executor.bus = recordings.bus
-                    bus.clock = "realtime"
-                env.new_episode(recordings.lmp_path if recordings is not None else None)
-                if recordings is not None:
-                    recordings.previous_finished()
-                agent.new_episode()
-                episodes += 1
-            world.release_if_due()
-            timed = world.read()
-            if timed is not None:
-                agent.push_frame(timed)
-            now = world.now_ms()
-            texts = [(line, command_for(line)) for line in (typed.take() if typed else [])]
-            if voice is not None:
-                texts += [(c.text, c.command) for c in voice.take_commands()]
-                for text in voice.take_heard():
-                    agent.commit_heard(text)
-            for text, name in texts:
-                command = user_command(name, env.buttons) if name else None
-                direct = agent.push_user_text(text, now, command)
-                if bus is not None:
-                    bus.emit("user_input", "user", generation=generation.current, tic=env.tic, sim_ms=now,
-                             text=text, command=name)
-                if direct is not None:
-                    executor.execute(direct, now)
-                    user_actions += 1
-            outcome = agent.step(world.now_ms())
-            for action in outcome.actions:
-                executor.execute(action, world.now_ms())
-            if progress is not None and world.now_ms() - last_report > 2000:
-                last_report = world.now_ms()
-                progress(env.tic, env.kills, executor.stats.executed)
+        totals = loop.run(record_path=record_path, seconds=seconds, next_episode=next_episode)
     except (EngineDied, signals.Interrupted) as e:  # the session ends early: its recording says why
         if recordings is not None:
             recordings.end_reason = e.reason if isinstance(e, signals.Interrupted) else "engine_died"
@@ -168,18 +144,8 @@ def run_live(env: DoomEnv, runtime, *, seconds: float | None = None, voice=None,
         agent.close()
         if voice is not None:
             voice.close()
-    e, s = executor.stats, agent.stats
-    return {
-        "episodes": episodes,
-        "reward": env.total_reward,
-        "kills": env.kills,
-        "seconds": world.now_ms() / 1000.0,
-        "frames_dropped": s.frames_dropped,
-        **{k: v for k, v in e.summary().items() if k != "reaction_samples_ms"},
-        "thinker_tokens": s.thinker_tokens,
-        "remarks_started": s.remarks_started,
-        "remarks_stopped": s.remarks_stopped,
-        "heard_commits": s.heard_commits,
-        "user_actions": user_actions,
-        **({"voice_device_losses": voice.devices.losses} if voice is not None else {}),
-    }
+    result = session_result(world, executor, agent, totals, store=runtime.store)
+    result.pop("reaction_samples_ms")
+    if voice is not None:
+        result["voice_device_losses"] = voice.devices.losses
+    return result

@@ -1,16 +1,15 @@
 """ViZDoom in real time (ASYNC_PLAYER): the world runs at 35 tics/s by itself while the model computes.
 
 The executor's hold sets the buttons without blocking; they are released (an explicit all-zero action,
-as ViZDoom 1.3.2 needs) once their tics have passed. Session time is wall-clock ms since the session began.
+as ViZDoom 1.3.2 needs) once their tics have passed. Session time is wall-clock ms since the session's
+first frame (WallClock).
 """
 
 from __future__ import annotations
 
-import time
-
 from envs.doom_env import DoomEnv
 
-from agent_runtime.clocks import MS_PER_TIC
+from agent_runtime.clocks import MS_PER_TIC, WallClock
 from agent_runtime.sync_world import TimedFrame
 
 
@@ -19,14 +18,9 @@ class RealTimeWorld:
         if env.clock != "realtime":
             raise ValueError("RealTimeWorld needs a DoomEnv with clock='realtime'")
         self.env = env
-        self.t0 = time.monotonic()
+        self.clock = WallClock()
         self._release_at: float | None = None
-
-    def now_ms(self) -> float:
-        return self.ms(time.monotonic())
-
-    def ms(self, monotonic_t: float) -> float:
-        return (monotonic_t - self.t0) * 1000.0
+        self._started = False
 
     @property
     def tic(self) -> int:
@@ -36,19 +30,30 @@ class RealTimeWorld:
     def finished(self) -> bool:
         return self.env.episode_finished
 
+    @property
+    def reward(self) -> float:
+        return self.env.total_reward
+
+    def start(self, record_path=None, seed=None) -> TimedFrame:
+        """A new episode; session time starts at the first one's first frame."""
+        first = self.env.new_episode(record_path)
+        if not self._started:
+            self.clock.t0, self._started = first.t_read, True
+        return TimedFrame(first, self.clock.ms(first.t_read))
+
     def hold(self, buttons: dict, tics: int) -> None:
         """Press now (applied at the next tic); release after `tics` tics."""
         self.env.game.set_action(self.env.action_vector(buttons))
-        self._release_at = self.now_ms() + tics * MS_PER_TIC
+        self._release_at = self.clock.now_ms + tics * MS_PER_TIC
 
-    def release_if_due(self) -> None:
-        if self._release_at is not None and self.now_ms() >= self._release_at:
+    def pass_step(self, outcome) -> None:
+        """Nothing to charge: the world ran by itself while the step computed."""
+        return None
+
+    def take_frames(self) -> list[TimedFrame]:
+        """Release buttons that are due, then the newest frame (waits at most one tic), stamped when it was read."""
+        if self._release_at is not None and self.clock.now_ms >= self._release_at:
             self.env.game.set_action(self.env.action_vector({}))
             self._release_at = None
-
-    def read(self) -> TimedFrame | None:
-        """The newest frame (waits at most one tic), stamped with session time when it was read."""
         frame = self.env.read_frame()
-        if frame is None:
-            return None
-        return TimedFrame(frame, self.ms(frame.t_read))
+        return [] if frame is None else [TimedFrame(frame, self.clock.ms(frame.t_read))]

@@ -1,42 +1,50 @@
 """Baselines with the same model: the ordinary read → think → act loop, and read → act without thinking.
 
-While these agents compute, the world keeps moving (each forward is charged to the session clock), but
-they only look at the world again when they are done: that is the latency the multi-stream agent removes.
+One forward per engine step, as the multi-stream engine, so the same session loop charges each forward to
+the session clock and the world keeps moving while these agents compute; but they only look at the world
+again when a cycle is done: that is the latency the multi-stream agent removes.
 """
 
 from __future__ import annotations
 
 import math
-import time
-
-import torch
+from dataclasses import dataclass
 
 from envs.doom_env import DoomEnv
 from envs.observation_text import encode_observation
 
-from agent_runtime import signals
 from agent_runtime.action_executor import Action, ActionExecutor
 from agent_runtime.action_grammar import CommandScorer
-from agent_runtime.clocks import MS_PER_TIC, FixedCost, SessionClock
+from agent_runtime.clocks import MS_PER_TIC, FixedCost, SessionClock, measured
 from agent_runtime.events import EventBus
 from agent_runtime.generation import SessionGeneration
 from agent_runtime.model_runner import StreamInput
+from agent_runtime.multistream_agent import StepOutcome
 from agent_runtime.prompts import ACTION_PROMPT, FRAME_PREFIX, THOUGHT_PROMPT, system_prompt
+from agent_runtime.sampler import Sampler
+from agent_runtime.session_loop import SessionLoop
+from agent_runtime.session_result import session_result
 from agent_runtime.sync_world import SyncWorld, TimedFrame
+from agent_runtime.time_bounds import TimeBounds
 from agent_runtime.view import View
 
 
-class SequentialAgent:
-    """One stream: frame text, then `think_tokens` of thought (0 = no-think), then a scored command."""
+@dataclass
+class SequentialStats:
+    steps: int = 0  # forwards
+    thinker_tokens: int = 0
+    decisions: int = 0
 
-    def __init__(self, runtime, *, scenario: str, think_tokens: int, seed: int = 0, history_cycles: int = 2,
-                 temperature: float = 0.8):
-        self.runtime = runtime
-        self.runner, self.store, self.tok = runtime.runner, runtime.store, runtime.loaded.tokenizer
-        self.think_tokens = think_tokens
-        self.history_cycles = history_cycles
-        self.temperature = temperature
-        self.rng = torch.Generator().manual_seed(seed)
+
+class SequentialAgent:
+    """One stream: frame text, then `think_tokens` of thought (0 = no-think), then a scored command; a cycle
+    starts on the newest frame read when the last one ended."""
+
+    def __init__(self, runtime, generation: SessionGeneration, *, scenario: str, think_tokens: int, seed: int = 0,
+                 history_cycles: int = 2, temperature: float = 0.8, source: str = "sequential"):
+        self.runner, self.store, self.tok = runtime.runner, runtime.store, runtime.tokenizer
+        self.generation, self.think_tokens, self.history_cycles, self.source = generation, think_tokens, history_cycles, source
+        self.sample = Sampler(temperature, seed)
         self.scorer = CommandScorer(runtime.grammar, self.tok)
         self.system = self.store.create("system")
         v = View(self.store, own=self.system)
@@ -44,108 +52,92 @@ class SequentialAgent:
         v.close()
         self.action_prompt, self.thought_prompt = self._enc(ACTION_PROMPT), self._enc(THOUGHT_PROMPT)
         self.history: list = []
-        self.thinker_tokens = 0
-        self.forwards = 0
+        self.stats = SequentialStats()
+        self.bus = None
+        self.latest: TimedFrame | None = None
+        self.cycle = None  # (view, frame, thought tokens left, logits of the last forward)
 
     def _enc(self, text: str) -> list[int]:
         return self.tok.encode(text, add_special_tokens=False)
 
-    def decide(self, timed: TimedFrame, charge) -> tuple:
-        """Run one read-think-act cycle; charge(measured_s, decode_rows, prefill_tokens) moves the world."""
+    def push_frame(self, timed: TimedFrame) -> None:
+        self.latest = timed
+
+    def new_episode(self) -> None:
+        self.latest = None
+
+    def step(self, now_ms: float) -> StepOutcome:
+        """One forward of the cycle: read (and start thinking), one thought token, or the decision."""
+        if self.cycle is None:
+            if self.latest is None:
+                return StepOutcome([], 0.0, 0, 0, [])
+            return self._read(self.latest)
+        view, timed, left, logits = self.cycle
+        token = self.sample(logits)
+        self.stats.thinker_tokens += 1
+        if left > 1:
+            (logits,), seconds = self._forward([StreamInput(view, [token])])
+            self.cycle = (view, timed, left - 1, logits)
+            return StepOutcome([], seconds, 1, 0, [("sequential", 1)])
+        return self._decide(view, timed, [token] + self.action_prompt, now_ms)  # the last token rides along
+
+    def _read(self, timed: TimedFrame) -> StepOutcome:
+        self.latest = None
         view = View(self.store, [self.system] + self.history, name="sequential")
         view.start_own("cycle")
-        frame_text = FRAME_PREFIX + encode_observation(timed.frame)
-        prompt = self.action_prompt
-        if self.think_tokens:
-            tokens = self._enc(frame_text) + self.thought_prompt
-            logits = self._forward([StreamInput(view, tokens)], charge, prefill=len(tokens))[0]
-            for i in range(self.think_tokens):
-                probs = torch.softmax(logits / self.temperature, -1)
-                token = int(torch.multinomial(probs, 1, generator=self.rng))
-                self.thinker_tokens += 1
-                if i == self.think_tokens - 1:
-                    prompt = [token] + prompt  # the last thought token rides along with the action prompt
-                else:
-                    logits = self._forward([StreamInput(view, [token])], charge, decode=1)[0]
-        else:  # no-think: frame and action prompt in one forward, like the multi-stream decision step
-            prompt = self._enc(frame_text) + prompt
+        frame_tokens = self._enc(FRAME_PREFIX + encode_observation(timed.frame))
+        if not self.think_tokens:  # no-think: frame and action prompt in one forward, like a multi-stream decision
+            return self._decide(view, timed, frame_tokens + self.action_prompt, None)
+        tokens = frame_tokens + self.thought_prompt
+        (logits,), seconds = self._forward([StreamInput(view, tokens)])
+        self.cycle = (view, timed, self.think_tokens, logits)
+        return StepOutcome([], seconds, 0, len(tokens), [("sequential", len(tokens))])
+
+    def _decide(self, view: View, timed: TimedFrame, prompt: list[int], now_ms) -> StepOutcome:
         branches = self.scorer.branch_inputs(view)
         inputs = [StreamInput(view, prompt)] + branches
-        out = self._forward(inputs, charge, prefill=sum(len(x.tokens) for x in inputs))
-        command, _ = self.scorer.best(out[0], out[1:])
+        logits, seconds = self._forward(inputs)
+        command, _ = self.scorer.best(logits[0], logits[1:])
         for b in branches:
             b.view.close()
         self.history.append(view.detach_own())
         view.close()
         while len(self.history) > self.history_cycles:
             self.store.release(self.history.pop(0))
-        return command
+        self.cycle = None
+        self.stats.decisions += 1
+        action = Action(command, self.generation.current, timed.frame.tic, timed.read_ms, now_ms, source=self.source)
+        prefill = sum(len(x.tokens) for x in inputs)
+        return StepOutcome([action], seconds, 0, prefill, [("sequential", prefill)])
 
-    def _forward(self, inputs, charge, *, decode: int = 0, prefill: int = 0):
-        t0 = time.perf_counter()
-        result = self.runner.forward(inputs)
-        self.forwards += 1
-        charge(time.perf_counter() - t0, decode, prefill)
-        return result.logits
+    def _forward(self, inputs):
+        result, seconds = measured(self.runner.forward, inputs)
+        self.stats.steps += 1
+        return result.logits, seconds
 
     def close(self) -> None:
+        if self.cycle is not None:
+            self.cycle[0].close()
         for b in self.history:
             self.store.release(b)
         self.history = []
         self.store.release(self.system)
 
 
-@signals.stoppable()
 def run_sequential_episode(env: DoomEnv, runtime, *, think_tokens: int, seed: int | None = None,
                            max_tics: int | None = None, fixed_cost: FixedCost | None = None,
                            bus: EventBus | None = None, max_action_age_ms: float = math.inf,
                            agent_seed: int = 0, progress=None) -> dict:
     """Read the newest frame, think, act; repeat. Fencing is off by default: an ordinary loop acts late."""
-    clock = SessionClock(fixed_cost)
+    bounds = TimeBounds(max_frame_age_ms=2 * MS_PER_TIC, max_action_age_ms=max_action_age_ms)
+    world = SyncWorld(env, SessionClock(fixed_cost), bounds)
     generation = SessionGeneration()
-    world = SyncWorld(env, clock, frame_window_ms=2 * MS_PER_TIC)
-    name = "sequential" if think_tokens else "no_think"
-    executor = ActionExecutor(world, generation, max_action_age_ms=max_action_age_ms, bus=bus)
-    agent = SequentialAgent(runtime, scenario=env.scenario, think_tokens=think_tokens, seed=agent_seed)
-    latest: list[TimedFrame] = []
-
-    def charge(measured_s, decode, prefill):
-        frames = world.advance_ms(clock.step_cost_ms(measured_s, decode, prefill))
-        if frames:
-            latest[:] = frames[-1:]
-
-    decisions = 0
+    executor = ActionExecutor(world, generation, bounds)
+    agent = SequentialAgent(runtime, generation, scenario=env.scenario, think_tokens=think_tokens, seed=agent_seed,
+                            source="sequential" if think_tokens else "no_think")
+    loop = SessionLoop(world, agent, executor, generation=generation, bus=bus, progress=progress)
     try:
-        first = env.new_episode(seed=seed)
-        start_tic = first.tic
-        latest[:] = [TimedFrame(first, clock.now_ms)]
-        while not world.finished:
-            signals.check()  # SIGINT/SIGTERM: stop between two steps
-            if max_tics is not None and env.tic - start_tic >= max_tics:
-                break
-            if not latest:
-                world.advance_ms(MS_PER_TIC)
-                continue
-            timed = latest.pop()
-            command = agent.decide(timed, charge)
-            decisions += 1
-            action = Action(command, generation.current, timed.frame.tic, timed.read_ms, clock.now_ms, source=name)
-            executor.execute(action, clock.now_ms)
-            if progress is not None and decisions % 10 == 0:
-                progress(env.tic - start_tic, env.kills, executor.stats.executed)
-        end_tic = env.tic
+        totals = loop.run(seed=seed, max_tics=max_tics)
     finally:
         agent.close()
-    e = executor.stats
-    return {
-        "reward": world.reward,
-        "kills": env.kills,
-        "tics": end_tic - start_tic,
-        **e.summary(),
-        "frames_dropped": 0,
-        "thinker_tokens": agent.thinker_tokens,
-        "decisions": decisions,
-        "engine_steps": agent.forwards,
-        "session_ms": clock.now_ms,
-        "clock": clock.name,
-    }
+    return session_result(world, executor, agent, totals)

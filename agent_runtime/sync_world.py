@@ -1,8 +1,8 @@
 """A synchronous ViZDoom world driven by session time: it moves while the model computes.
 
-The executor sets the held action; advancing by some milliseconds of compute plays the due tics with the
-held buttons (then none), and reads the frames of the last tics as a camera would, each stamped with the
-session time at which it was read.
+The executor sets the held action; passing a step's cost plays the due tics with the held buttons (then
+none), and reads the frames of the newest tics (those within the frame-age bound) as a camera would, each
+stamped with the session time at which it was read.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from envs.doom_env import DoomEnv
 from envs.frame import Frame
 
 from agent_runtime.clocks import MS_PER_TIC, SessionClock
+from agent_runtime.time_bounds import TimeBounds
 
 
 @dataclass
@@ -24,12 +25,13 @@ class TimedFrame:
 
 
 class SyncWorld:
-    def __init__(self, env: DoomEnv, clock: SessionClock, *, frame_window_ms: float = 250.0):
+    def __init__(self, env: DoomEnv, clock: SessionClock, bounds: TimeBounds = TimeBounds()):
         self.env = env
         self.clock = clock
-        self.frame_window_tics = max(1, int(frame_window_ms / MS_PER_TIC) + 1)
+        self.frame_window_tics = bounds.frame_window_tics
         self._held: dict = {}
         self._held_tics = 0
+        self._frames: list[TimedFrame] = []
         self.reward = 0.0
 
     @property
@@ -40,8 +42,22 @@ class SyncWorld:
     def finished(self) -> bool:
         return self.env.episode_finished
 
+    def start(self, record_path=None, seed=None) -> TimedFrame:
+        """A new episode; its first frame."""
+        return TimedFrame(self.env.new_episode(record_path, seed=seed), self.clock.now_ms)
+
     def hold(self, buttons: dict, tics: int) -> None:
         self._held, self._held_tics = dict(buttons), tics
+
+    def pass_step(self, outcome) -> float:
+        """Charge one engine step's cost (the clock decides it) and let that much time pass; returns the cost."""
+        cost = self.clock.cost_of(outcome)
+        self._frames += self.advance_ms(cost)
+        return cost
+
+    def take_frames(self) -> list[TimedFrame]:
+        frames, self._frames = self._frames, []
+        return frames
 
     def _play(self, tics: int) -> None:
         while tics > 0 and not self.env.episode_finished:

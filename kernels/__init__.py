@@ -29,13 +29,12 @@ def view_attention(
     inv_freq: torch.Tensor,
     scale: float,
     *,
-    window: int | None = None,
     prepared: PreparedViewAttention | None = None,
     backend: str = "torch",
 ) -> torch.Tensor:
     """Dispatch to the torch reference or the Triton kernel (same semantics)."""
     if backend == "torch":
-        return view_attention_torch(q, k_cache, v_cache, layout, inv_freq, scale, window=window, prepared=prepared)
+        return view_attention_torch(q, k_cache, v_cache, layout, inv_freq, scale, prepared=prepared)
     if backend == "triton":
         if q.device.type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
             raise RuntimeError(
@@ -44,5 +43,5 @@ def view_attention(
             )
         from .view_attention_triton import view_attention_triton
 
-        return view_attention_triton(q, k_cache, v_cache, layout, inv_freq, scale, window=window, prepared=prepared)
+        return view_attention_triton(q, k_cache, v_cache, layout, inv_freq, scale, prepared=prepared)
     raise ValueError(f"unknown view attention backend {backend!r}; expected 'torch' or 'triton'")

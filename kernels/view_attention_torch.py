@@ -32,7 +32,7 @@ import torch
 import torch.nn.functional as F
 
 from .rope import cos_sin, rotate_half_tables
-from .view_layout import ViewLayout, check_attention_args, check_window
+from .view_layout import ViewLayout, check_attention_args
 
 # Cost estimates count (row, key) scores; gathering and rotating one key costs about this many of them
 # (measured on CPU, Hq/Hkv = 3, D = 64).
@@ -48,7 +48,6 @@ class PreparedViewAttention:
     """Layout-only tensors shared by every layer of one engine step."""
 
     strategy: str  # "gather", "direct", "shared" or "split"
-    window: int | None
     row_has_key: torch.Tensor | None  # [T, 1, 1] 1.0 where the row sees a key, 0.0 where it sees none
     # gather and shared strategies
     num_views: int = 0
@@ -181,13 +180,6 @@ def _rotations(layout: ViewLayout) -> _Rotations:
     return _Rotations(rank[of_pair], offset.view(num_views, most), most)
 
 
-def _allowed(key_pos: torch.Tensor, row_pos: torch.Tensor, window: int | None) -> torch.Tensor:
-    allowed = key_pos <= row_pos
-    if window is not None:
-        allowed &= row_pos - key_pos < window
-    return allowed
-
-
 @dataclass
 class _Plan:
     """What every strategy's cost estimate and tables start from, computed once per layout."""
@@ -231,7 +223,6 @@ def prepare_view_attention(
     layout: ViewLayout,
     inv_freq: torch.Tensor,
     *,
-    window: int | None = None,
     dtype: torch.dtype = torch.float32,
     strategy: str = "auto",
 ) -> PreparedViewAttention:
@@ -239,7 +230,6 @@ def prepare_view_attention(
 
     ``strategy`` is "auto" (cost estimate), "gather", "direct", "shared" or "split" (see the module docstring).
     """
-    check_window(window)
     if strategy not in ("auto", "gather", "direct", "shared", "split"):
         raise ValueError(f"strategy must be 'auto', 'gather', 'direct', 'shared' or 'split', got {strategy!r}")
     inv_freq = inv_freq.to(layout.device)
@@ -252,22 +242,22 @@ def prepare_view_attention(
         subs.append((sub, rows, _plan(sub)))
     plan = None if strategy == "split" else _plan(layout)  # forced split: the whole layout is never attended
     if subs and (plan is None or SPLIT_WASTE * sum(min(p.costs.values()) for *_, p in subs) < min(plan.costs.values())):
-        parts = [(rows, _prepare_planned(sub, sub_plan, "auto", inv_freq, window, dtype)) for sub, rows, sub_plan in subs]
-        return PreparedViewAttention(strategy="split", window=window, row_has_key=None, parts=parts)
-    return _prepare_planned(layout, plan, strategy, inv_freq, window, dtype)
+        parts = [(rows, _prepare_planned(sub, sub_plan, "auto", inv_freq, dtype)) for sub, rows, sub_plan in subs]
+        return PreparedViewAttention(strategy="split", row_has_key=None, parts=parts)
+    return _prepare_planned(layout, plan, strategy, inv_freq, dtype)
 
 
-def _prepare_planned(layout, plan: _Plan, strategy, inv_freq, window, dtype) -> PreparedViewAttention:
+def _prepare_planned(layout, plan: _Plan, strategy, inv_freq, dtype) -> PreparedViewAttention:
     if strategy == "direct" and not plan.direct_ok:
         raise ValueError("strategy='direct' needs each slot at most once per view")
     if strategy == "auto":
         strategy = min(plan.costs, key=plan.costs.get)
     if strategy == "direct":
-        return _prepare_direct(layout, inv_freq, plan.keys, window, dtype, plan.slot_lo, plan.slot_hi,
+        return _prepare_direct(layout, inv_freq, plan.keys, dtype, plan.slot_lo, plan.slot_hi,
                                plan.used_slots, plan.rotations)
     if strategy == "shared":
-        return _prepare_shared(layout, inv_freq, plan.keys, window, dtype, plan.pairs, plan.key_pair)
-    return _prepare_gather(layout, inv_freq, plan.keys, window, dtype, plan.keys_max)
+        return _prepare_shared(layout, inv_freq, plan.keys, dtype, plan.pairs, plan.key_pair)
+    return _prepare_gather(layout, inv_freq, plan.keys, dtype, plan.keys_max)
 
 
 def _prefill_and_decode_views(layout: ViewLayout) -> list[list[int]] | None:
@@ -282,7 +272,7 @@ def _prefill_and_decode_views(layout: ViewLayout) -> list[list[int]] | None:
     return [torch.nonzero(prefill).flatten().tolist(), torch.nonzero(decode).flatten().tolist()]
 
 
-def _prepare_gather(layout, inv_freq, keys: _FlatKeys, window, dtype, keys_max) -> PreparedViewAttention:
+def _prepare_gather(layout, inv_freq, keys: _FlatKeys, dtype, keys_max) -> PreparedViewAttention:
     dev = layout.device
     num_views = layout.num_views
     flat = keys.view * keys_max + keys.within_view
@@ -304,13 +294,12 @@ def _prepare_gather(layout, inv_freq, keys: _FlatKeys, window, dtype, keys_max) 
     row_pos = torch.full((num_views * rows_max,), -1, dtype=torch.int64, device=dev)
     row_pos[row_slot] = layout.q_pos
     row_pos = row_pos.view(num_views, rows_max, 1)
-    mask = key_valid.view(num_views, 1, keys_max) & _allowed(key_pos.view(num_views, 1, keys_max), row_pos, window)
+    mask = key_valid.view(num_views, 1, keys_max) & (key_pos.view(num_views, 1, keys_max) <= row_pos)
     has_key = mask.any(-1, keepdim=True)
     mask |= ~has_key  # all-True rows keep SDPA finite; their output is zeroed afterwards
     q_cos, q_sin = cos_sin(layout.q_offset.view(-1, 1, 1), inv_freq, dtype)
     return PreparedViewAttention(
         strategy="gather",
-        window=window,
         row_has_key=has_key.view(-1)[row_slot].to(dtype).view(-1, 1, 1),
         num_views=num_views,
         rows_max=rows_max,
@@ -325,7 +314,7 @@ def _prepare_gather(layout, inv_freq, keys: _FlatKeys, window, dtype, keys_max) 
     )
 
 
-def _prepare_shared(layout, inv_freq, keys: _FlatKeys, window, dtype, pairs, key_pair) -> PreparedViewAttention:
+def _prepare_shared(layout, inv_freq, keys: _FlatKeys, dtype, pairs, key_pair) -> PreparedViewAttention:
     """The gather tables for one view holding every distinct (slot, offset), masked per row by its own view."""
     dev = layout.device
     num_keys = max(pairs.shape[1], 1)
@@ -338,14 +327,13 @@ def _prepare_shared(layout, inv_freq, keys: _FlatKeys, window, dtype, pairs, key
         key_off[:] = pairs[1]
         key_pos[key_pair] = keys.pos  # one slot at one offset has one view position
         member[keys.view, key_pair] = True
-    mask = member[layout.q_view] & _allowed(key_pos[None, :], layout.q_pos[:, None], window)  # [T, K]
+    mask = member[layout.q_view] & (key_pos[None, :] <= layout.q_pos[:, None])  # [T, K]
     has_key = mask.any(-1, keepdim=True)
     mask |= ~has_key
     key_cos, key_sin = cos_sin(key_off.view(1, 1, num_keys), inv_freq, dtype)
     q_cos, q_sin = cos_sin(layout.q_offset.view(-1, 1, 1), inv_freq, dtype)
     return PreparedViewAttention(
         strategy="shared",
-        window=window,
         row_has_key=has_key.to(dtype).view(-1, 1, 1),
         num_views=1,
         rows_max=max(layout.num_rows, 1),
@@ -360,7 +348,7 @@ def _prepare_shared(layout, inv_freq, keys: _FlatKeys, window, dtype, pairs, key
     )
 
 
-def _prepare_direct(layout, inv_freq, keys: _FlatKeys, window, dtype, slot_lo, slot_hi, used_slots, rotations: _Rotations):
+def _prepare_direct(layout, inv_freq, keys: _FlatKeys, dtype, slot_lo, slot_hi, used_slots, rotations: _Rotations):
     dev = layout.device
     num_views = layout.num_views
     slot_index = None
@@ -379,16 +367,13 @@ def _prepare_direct(layout, inv_freq, keys: _FlatKeys, window, dtype, slot_lo, s
     slot_pos = torch.zeros(num_views * n_range, dtype=torch.int64, device=dev)
     slot_pos[at] = keys.pos
     row_rotation = slot_rotation.view(num_views, n_range)[layout.q_view]  # [T, N]
-    row_mask = (row_rotation >= 0) & _allowed(
-        slot_pos.view(num_views, n_range)[layout.q_view], layout.q_pos[:, None], window
-    )
+    row_mask = (row_rotation >= 0) & (slot_pos.view(num_views, n_range)[layout.q_view] <= layout.q_pos[:, None])
     has_key = row_mask.any(-1, keepdim=True)
     row_mask |= ~has_key
     delta = layout.q_offset[:, None] - rotations.offset[layout.q_view]
     qr_cos, qr_sin = cos_sin(delta.view(-1, 1, 1, rotations.most), inv_freq, dtype)
     return PreparedViewAttention(
         strategy="direct",
-        window=window,
         row_has_key=has_key.to(dtype).view(-1, 1, 1),
         slot_lo=slot_lo,
         slot_hi=slot_hi,
@@ -422,15 +407,12 @@ def view_attention_torch(
     inv_freq: torch.Tensor,
     scale: float,
     *,
-    window: int | None = None,
     prepared: PreparedViewAttention | None = None,
 ) -> torch.Tensor:
     """Attention of q [T, Hq, D] over the chunks of each row's view; returns [T, Hq, D] in q's dtype."""
     check_attention_args(q, k_cache, v_cache, layout)
     if prepared is None:
-        prepared = prepare_view_attention(layout, inv_freq, window=window, dtype=q.dtype)
-    elif prepared.window != window:
-        raise ValueError(f"prepared for window={prepared.window}, called with window={window}")
+        prepared = prepare_view_attention(layout, inv_freq, dtype=q.dtype)
     return _attend(q, k_cache, v_cache, prepared, scale)
 
 

@@ -2,7 +2,7 @@
 
 One program per (query row, query head) walks the chunks of its view; per chunk it rotates q
 in-kernel by delta = q_offset - chunk_offset (cos/sin of delta * inv_freq), then loops over
-BLOCK_N keys of the chunk, limited to the causal (and window) range, merging blocks with an
+BLOCK_N keys of the chunk, limited to the causal range, merging blocks with an
 online softmax in fp32. Runs on CUDA tensors, or on CPU tensors under TRITON_INTERPRET=1.
 """
 
@@ -12,7 +12,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .view_layout import ViewLayout, check_attention_args, check_window
+from .view_layout import ViewLayout, check_attention_args
 
 
 TWO_PI = tl.constexpr(6.283185307179586)
@@ -25,8 +25,8 @@ def _view_attention_kernel(
     q_view_ptr, q_pos_ptr, q_offset_ptr,
     view_chunk_ptr, chunk_slot_ptr, chunk_len_ptr, chunk_pos_ptr, chunk_offset_ptr,
     stride_qt, stride_qh, stride_kn, stride_kh, stride_vn, stride_vh, stride_ot, stride_oh,
-    scale, window,
-    GROUPS: tl.constexpr, HALF: tl.constexpr, BLOCK_N: tl.constexpr, HAS_WINDOW: tl.constexpr,
+    scale,
+    GROUPS: tl.constexpr, HALF: tl.constexpr, BLOCK_N: tl.constexpr,
 ):
     row = tl.program_id(0)
     head = tl.program_id(1)
@@ -60,12 +60,9 @@ def _view_attention_kernel(
         sin = tl.sin(angle)
         r1 = (q1 * cos - q2 * sin) * scale
         r2 = (q2 * cos + q1 * sin) * scale
-        # Only keys with q_pos - window < key_pos <= q_pos can matter.
+        # Only keys with key_pos <= q_pos can matter.
         hi = tl.minimum(n_keys, q_pos - pos0 + 1)
-        lo = 0
-        if HAS_WINDOW:
-            lo = tl.maximum(q_pos - window + 1 - pos0, 0)
-        for start in range(lo, hi, BLOCK_N):
+        for start in range(0, hi, BLOCK_N):
             idx = start + keys
             valid = idx < hi
             slot = slot0 + idx
@@ -99,7 +96,6 @@ def view_attention_triton(
     inv_freq: torch.Tensor,
     scale: float,
     *,
-    window: int | None = None,
     prepared=None,
     block_n: int = 32,
 ) -> torch.Tensor:
@@ -108,7 +104,6 @@ def view_attention_triton(
     t, hq, d, hkv = check_attention_args(q, k_cache, v_cache, layout)
     if d % 2 or (d // 2) & (d // 2 - 1):
         raise ValueError(f"head_dim must be twice a power of two (64, 128, 256), got {d}")
-    check_window(window)
     if k_cache.stride(-1) != 1 or v_cache.stride(-1) != 1:
         raise ValueError("k_cache and v_cache need a contiguous last dimension")
     q = q if q.stride(-1) == 1 else q.contiguous()
@@ -122,7 +117,7 @@ def view_attention_triton(
         layout.view_chunk_ptr, layout.chunk_slot, layout.chunk_len, layout.chunk_pos, layout.chunk_offset,
         q.stride(0), q.stride(1), k_cache.stride(0), k_cache.stride(1), v_cache.stride(0), v_cache.stride(1),
         out.stride(0), out.stride(1),
-        float(scale), int(window or 0),
-        GROUPS=hq // hkv, HALF=d // 2, BLOCK_N=block_n, HAS_WINDOW=window is not None,
+        float(scale),
+        GROUPS=hq // hkv, HALF=d // 2, BLOCK_N=block_n,
     )
     return out

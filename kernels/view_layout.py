@@ -25,11 +25,6 @@ def check_attention_args(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.
     return t, hq, d, hkv
 
 
-def check_window(window: int | None) -> None:
-    if window is not None and window <= 0:
-        raise ValueError(f"window must be positive or None, got {window}")
-
-
 @dataclass
 class ViewLayout:
     """CSR description of views (all int64 tensors on one device)."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from agent_runtime.config import BudgetConfig, RunConfig
-from agent_runtime.llm_episode import LLMRuntime
+from agent_runtime.runtime import Runtime
 from agent_runtime.model_loader import load_model
 from envs.doom_env import DoomEnv
 
@@ -16,9 +16,9 @@ def tiny_loaded(kind: str = "llama"):
     return _LOADED[kind]
 
 
-def make_runtime(env: DoomEnv, *, kind: str = "llama", capacity_tokens: int = 4096, **budgets) -> LLMRuntime:
+def make_runtime(env: DoomEnv, *, kind: str = "llama", capacity_tokens: int = 4096, **budgets) -> Runtime:
     config = RunConfig(budgets=BudgetConfig(**budgets), kv={"capacity_tokens": capacity_tokens, "page_size": 16})
-    return LLMRuntime.build(tiny_loaded(kind), config, env.buttons, scenario=env.scenario)
+    return Runtime.build(tiny_loaded(kind), config, env.buttons, scenario=env.scenario)
 
 
 class ActRecorder:

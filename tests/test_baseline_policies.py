@@ -64,8 +64,7 @@ def test_episode_result_respects_max_tics_and_reports_lag():
 def test_progress_callback_reports_during_the_episode():
     reports = []
     with DoomEnv("defend_the_center", seed=0) as env:
-        run_baseline_episode(env, RandomPolicy(env.buttons, seed=0), max_tics=200, progress=reports.append,
-                             progress_every_tics=50)
+        run_baseline_episode(env, RandomPolicy(env.buttons, seed=0), max_tics=200, progress=reports.append)
     assert reports and all({"tic", "kills", "reward"} <= set(r) for r in reports)
 
 

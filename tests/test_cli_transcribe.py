@@ -10,8 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agent_runtime.voice.audio_io import write_wav
-from voice_synth import synthesize, with_silence
+from voice_synth import synthesize, with_silence, write_wav
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -21,7 +21,7 @@ import pytest
 from agent_runtime.config import load_config
 from agent_runtime.generation import SessionGeneration
 from agent_runtime.live_session import run_live
-from agent_runtime.llm_episode import LLMRuntime
+from agent_runtime.runtime import Runtime
 from agent_runtime.recording.episode_recorder import episode_manifest
 from agent_runtime.recording.live_recordings import LiveRecordings
 from agent_runtime.recording.recording import Recording
@@ -160,7 +160,7 @@ def test_a_live_session_whose_disk_fills_plays_on_or_stops_cleanly(tmp_path, pol
     result, stopped_at = None, None
     try:
         with DoomEnv(config.scenario, clock="realtime", seed=config.seed) as env:
-            runtime = LLMRuntime.build(loaded, config, env.buttons, scenario=env.scenario)
+            runtime = Runtime.build(loaded, config, env.buttons, scenario=env.scenario)
             try:
                 result = run_live(env, runtime, seconds=3.0, generation=SessionGeneration(), recordings=recordings)
             except RecordingStopped:

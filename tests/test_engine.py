@@ -10,13 +10,14 @@ import pytest
 import torch
 
 from agent_runtime.action_executor import Action, ActionExecutor
-from agent_runtime.action_grammar import Command, sequence_logprob
+from agent_runtime.action_grammar import Command, CommandScorer
 from agent_runtime.clocks import FixedCost
 from agent_runtime.events import EventBus
 from agent_runtime.generation import SessionGeneration
 from agent_runtime.llm_episode import run_llm_episode
 from agent_runtime.model_runner import StreamInput
 from agent_runtime.multistream_agent import MultiStreamAgent
+from agent_runtime.time_bounds import TimeBounds
 from agent_runtime.sync_world import SyncWorld, TimedFrame
 from agent_runtime.clocks import SessionClock
 from agent_runtime.view import View
@@ -68,7 +69,7 @@ def test_a_generation_bump_fences_every_in_flight_action():
             raise AssertionError("a stale action reached the world")
 
     generation = SessionGeneration()
-    executor = ActionExecutor(World(), generation, max_action_age_ms=1e9)
+    executor = ActionExecutor(World(), generation, TimeBounds(max_action_age_ms=1e9))
     in_flight = [Action(Command("ATTACK", {"ATTACK": 1.0}, 4), generation.current, 10, 0.0, 0.0) for _ in range(5)]
     generation.bump("user_command")
     assert not any(executor.execute(a, 1.0) for a in in_flight)
@@ -133,20 +134,13 @@ def test_one_forward_scoring_equals_feeding_each_command_token_by_token(env):
     context = store.create("ctx")
     runner.prefill(View(store, own=context), [rng.randrange(100, 40000) for _ in range(20)])
     prompt = tok.encode("\nAct:", add_special_tokens=False)
-    candidates = runtime.grammar.candidates(tok)
+    scorer = CommandScorer(runtime.grammar, tok)
+    candidates = scorer.candidates
 
     view = View(store, [context])
     view.start_own("act")
-    inputs, branches = [StreamInput(view, prompt)], {}
-    for i, (_, cand) in enumerate(candidates):
-        if len(cand) > 1:
-            b = View(store, view.ordered())
-            b.start_own("branch")
-            branches[i] = len(inputs)
-            inputs.append(StreamInput(b, cand[:-1], logits="all"))
-    out = runner.forward(inputs).logits
-    one_forward = [sequence_logprob(out[0], out[branches[i]] if i in branches else None, cand)
-                   for i, (_, cand) in enumerate(candidates)]
+    out = runner.forward([StreamInput(view, prompt)] + scorer.branch_inputs(view)).logits
+    one_forward = scorer.scores(out[0], out[1:])  # what the agent runs in "score" mode
 
     for i, (_, cand) in enumerate(candidates):
         ref_view = View(store, [context])
@@ -178,7 +172,7 @@ def test_pool_and_process_memory_stay_flat_over_a_long_run(env):
     process = psutil.Process()
     samples = []
 
-    def progress(tics, kills, executed):
+    def progress(report):
         gc.collect()
         samples.append((runtime.store.used_pages, len(runtime.store.blocks), process.memory_info().rss))
 

@@ -3,7 +3,7 @@
 from agent_runtime.config import load_config
 from agent_runtime.generation import SessionGeneration
 from agent_runtime.live_session import run_live
-from agent_runtime.llm_episode import LLMRuntime
+from agent_runtime.runtime import Runtime
 from agent_runtime.model_loader import load_model
 from agent_runtime.recording.episode_recorder import episode_manifest
 from agent_runtime.recording.live_recordings import LiveRecordings
@@ -26,7 +26,7 @@ def test_every_episode_of_a_timed_live_session_is_recorded_and_replays_frame_exa
     try:
         # 35 tics = 1 s episodes: a 2.6 s session plays three of them
         with DoomEnv(config.scenario, clock="realtime", seed=config.seed, episode_timeout_tics=35) as env:
-            runtime = LLMRuntime.build(loaded, config, env.buttons, scenario=env.scenario)
+            runtime = Runtime.build(loaded, config, env.buttons, scenario=env.scenario)
             result = run_live(env, runtime, seconds=2.6, generation=SessionGeneration(), recordings=recordings)
     finally:
         recordings.close()

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from agent_runtime.errors import UserError
 from agent_runtime.events import Event, EventBus
-from agent_runtime.recording.event_log import EventLogReader, EventLogWriter, parse_event_log, read_event_log
+from agent_runtime.recording.event_log import EventLogWriter, parse_event_log, read_event_log
 from agent_runtime.recording.manifest import FORMAT_VERSION, Manifest
 from agent_runtime.recording.wav_writer import WavWriter
 
@@ -42,7 +42,7 @@ def test_each_event_is_one_line_readable_before_close(tmp_path):
     assert events[1].payload == {"action": "ATTACK", "value": 0.5} and events[1].generation == 2
     writer.close()
     bus.emit("token", "thinker", tic=13)  # after close: dropped, not an exception
-    assert writer.n_dropped_after_close == 1 and len(EventLogReader(path)) == 2
+    assert writer.n_dropped_after_close == 1 and len(read_event_log(path)[0]) == 2
 
 
 def test_nan_and_odd_payloads_stay_strict_json(tmp_path):
@@ -70,7 +70,7 @@ def test_concurrent_writers_never_interleave_lines(tmp_path):
     for t in threads:
         t.join()
     writer.close()
-    assert len(EventLogReader(path)) == 800
+    assert len(read_event_log(path)[0]) == 800
 
 
 def _log_bytes(n=3) -> bytes:

@@ -84,7 +84,7 @@ def test_an_extremely_long_typed_command_is_cut_with_one_line_and_the_session_go
     saved = Recording.open(recording.dir)
     long_text, turn = saved.of_kind("user_input")
     assert len(long_text.payload["text"]) == MAX_USER_TEXT_CHARS  # the kept part of the line
-    assert turn.payload["command"] == "TURN_LEFT" and result["user_actions"] == 1
+    assert turn.payload["command"] == "TURN_LEFT 4" and result["user_actions"] == 1  # the grammar's default hold
     (cut,) = saved.of_kind("user_text_truncated")
     assert cut.payload["kept_tokens"] == MAX_USER_TOKENS < cut.payload["tokens"]
     later = [e for e in saved.of_kind("action_executed") if e.stream == "action" and e.seq > turn.seq]

@@ -52,7 +52,6 @@ class Case:
     layout: ViewLayout
     inv_freq: torch.Tensor
     scale: float
-    window: int | None
     expected: torch.Tensor  # fp64 oracle
 
 
@@ -63,7 +62,6 @@ def make_case(
     hkv: int = 2,
     d: int = 64,
     rope_type: str = "default",
-    window: int | None = None,
     n_views: int = 3,
     max_block: int = 12,
     max_prefill: int = 5,
@@ -146,8 +144,6 @@ def make_case(
     for t, (v, p) in enumerate(rows):
         slots, positions, _ = view_keys[v]
         allowed = positions <= p
-        if window is not None:
-            allowed &= p - positions < window
         if not bool(allowed.any()):
             continue
         kq = hf_rotate64(k_raw[slots], positions, inv_freq)  # [S, Hkv, D] at global positions
@@ -165,7 +161,6 @@ def make_case(
         layout=layout,
         inv_freq=inv_freq,
         scale=scale,
-        window=window,
         expected=expected,
     )
 
@@ -177,8 +172,8 @@ CASES = [
     dict(hq=9, hkv=3, d=64, rope_type="default"),
     dict(hq=8, hkv=2, d=128, rope_type="linear"),
     dict(hq=4, hkv=1, d=256, rope_type="llama3"),
-    dict(hq=6, hkv=2, d=64, rope_type="llama3", window=5),
-    dict(hq=3, hkv=3, d=128, rope_type="default", window=1),
+    dict(hq=6, hkv=2, d=64, rope_type="llama3"),
+    dict(hq=3, hkv=3, d=128, rope_type="default"),
 ]
 
 
@@ -197,14 +192,13 @@ def _mixed_case(seed: int, params: dict) -> Case:
 @pytest.mark.parametrize("params", CASES, ids=lambda p: "-".join(f"{k}{v}" for k, v in p.items()))
 def test_matches_fp64_oracle(params, seed, strategy):
     case = _mixed_case(seed, params) if strategy == "split" else make_case(seed, **params)
-    prepared = prepare_view_attention(case.layout, case.inv_freq, window=case.window, strategy=strategy)
+    prepared = prepare_view_attention(case.layout, case.inv_freq, strategy=strategy)
     assert prepared.strategy == strategy
     if strategy == "split":  # prefill rows and decode rows, each row in exactly one part
         assert len(prepared.parts) == 2 and all(rows.numel() for rows, _ in prepared.parts)
         assert torch.cat([rows for rows, _ in prepared.parts]).sort().values.tolist() == list(range(case.layout.num_rows))
     out = view_attention_torch(
-        case.q, case.k_cache, case.v_cache, case.layout, case.inv_freq, case.scale, window=case.window,
-        prepared=prepared,
+        case.q, case.k_cache, case.v_cache, case.layout, case.inv_freq, case.scale, prepared=prepared,
     )
     assert out.dtype == torch.float32 and out.shape == case.q.shape
     assert torch.isfinite(out).all()
@@ -222,29 +216,18 @@ def test_prepared_is_reused_across_layers():
 
 
 def test_many_layers_consistent_with_unprepared():
-    case = make_case(5, hq=4, hkv=2, window=4)
-    a = view_attention_torch(case.q, case.k_cache, case.v_cache, case.layout, case.inv_freq, case.scale, window=4)
-    prepared = prepare_view_attention(case.layout, case.inv_freq, window=4)
+    case = make_case(5, hq=4, hkv=2)
+    a = view_attention_torch(case.q, case.k_cache, case.v_cache, case.layout, case.inv_freq, case.scale)
+    prepared = prepare_view_attention(case.layout, case.inv_freq)
     b = view_attention_torch(
-        case.q, case.k_cache, case.v_cache, case.layout, case.inv_freq, case.scale, window=4, prepared=prepared
+        case.q, case.k_cache, case.v_cache, case.layout, case.inv_freq, case.scale, prepared=prepared
     )
     torch.testing.assert_close(a, b, atol=0, rtol=0)
 
 
-def test_window_mismatch_with_prepared_raises():
-    case = make_case(1)
-    prepared = prepare_view_attention(case.layout, case.inv_freq, window=None)
-    with pytest.raises(ValueError, match="window"):
-        view_attention_torch(
-            case.q, case.k_cache, case.v_cache, case.layout, case.inv_freq, case.scale, window=3, prepared=prepared
-        )
-
-
 def test_auto_strategy_matches_oracle_and_picks_by_sharing():
-    case = make_case(7, hq=9, hkv=3, window=6)
-    out = view_attention_torch(
-        case.q, case.k_cache, case.v_cache, case.layout, case.inv_freq, case.scale, window=case.window
-    )
+    case = make_case(7, hq=9, hkv=3)
+    out = view_attention_torch(case.q, case.k_cache, case.v_cache, case.layout, case.inv_freq, case.scale)
     torch.testing.assert_close(out.double(), case.expected, atol=1e-5, rtol=0)
     inv_freq = make_inv_freq("default", 64)
     shared = ViewLayout.build([[(0, 500, 0, 0), (500, 500, 500, 500)], [(500, 500, 0, 0), (0, 500, 500, 500)]],

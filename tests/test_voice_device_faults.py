@@ -120,7 +120,7 @@ def test_a_headset_pulled_out_mid_session_play_goes_on_and_it_is_reopened_when_b
     model_actions = [e for e in events if e.kind == "action_executed" and e.stream != "user"]
     assert sum(lost_at < e.t_mono < back_at for e in model_actions) >= 3  # the game went on while voice was out
     (said,) = [e for e in events if e.kind == "user_input"]  # heard through the reopened microphone
-    assert said.payload["command"] == "TURN_LEFT" and said.t_mono > back_at
+    assert said.payload["command"] == "TURN_LEFT 4" and said.t_mono > back_at  # held the default 4 tics
     assert result["user_actions"] == 1 and result["voice_device_losses"] == 2
     heard, rate = read_wav(recording.dir / "mic_in.wav")
     assert rate == 16000 and len(heard) >= 16000 * 3  # the audio before and after the outage, readable

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from agent_runtime.percentiles import percentile
 from agent_runtime.voice.recognizer import Hypothesis, ListeningPipeline, StablePrefix
 from agent_runtime.voice.voice_commands import PHRASES, command_for, command_to_buttons, jsgf_grammar
-from agent_runtime.voice.metrics import VoiceMetrics
 from voice_synth import utterance
 
 
@@ -23,18 +23,19 @@ def _finals(frames):
 @pytest.mark.slow
 @pytest.mark.parametrize("voice", ["espeak:en-us", "flite:slt"])
 def test_grammar_recognizes_at_least_9_of_10_commands(pipeline, voice):
-    metrics = VoiceMetrics()
-    correct = 0
+    correct, end_to_final_ms, with_partial = 0, [], 0
     for phrase, command in PHRASES.items():
         frames = pipeline.run(utterance(phrase, voice, snr_db=30.0))
-        metrics.observe_frames(frames)
         finals = _finals(frames)
         correct += len(finals) == 1 and finals[0].text == phrase and finals[0].command == command
+        # stream time plus processing time: what a live run would see after the speech ended
+        end_to_final_ms += [f.t_ms - f.speech_end_ms + f.audio_age_ms for f in finals if f.speech_end_ms is not None]
+        partials = [f for f in frames if isinstance(f, Hypothesis) and not f.final and f.speech_start_ms is not None]
+        with_partial += len({f.utterance for f in partials})
     assert correct >= 9, f"{voice}: {correct}/10"
-    summary = metrics.summary()
     # endpointing: hangover (~256 ms) + decode, in stream time; the field notes measured 370-460 ms
-    assert summary["speech_end_to_final_ms"]["p50"] < 500, summary
-    assert summary["speech_start_to_first_partial_ms"]["count"] >= 8
+    assert percentile(end_to_final_ms, 50) < 500, end_to_final_ms
+    assert with_partial >= 8
 
 
 def test_partials_then_one_final_with_times_and_ages(pipeline):

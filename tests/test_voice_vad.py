@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from agent_runtime.errors import UserError
-from agent_runtime.voice.audio_io import ArrayMicrophone, load_audio_16k, read_wav, resample, write_wav
+from agent_runtime.voice.audio_io import ArrayMicrophone, load_audio_16k, read_wav, resample
 from agent_runtime.voice.vad import SpeechStarted, SpeechStopped, VoiceActivityDetector
-from voice_synth import utterance
+from voice_synth import utterance, write_wav
 
 SR = 16_000
 

@@ -25,7 +25,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from agent_runtime.benchmarks.measure import progress as default_progress
+from agent_runtime.percentiles import percentile, summarize
 from agent_runtime.voice.audio_io import BLOCK_FRAMES, SAMPLE_RATE, resample
+from agent_runtime.voice.realtime_pump import RealTimePump
 
 SPEAKER_BLOCK = 1024
 MIC_BLOCK = BLOCK_FRAMES  # 512 samples at 16 kHz
@@ -57,30 +59,20 @@ class RealTimeSpeaker:
         self.samplerate = samplerate
         self.blocksize = blocksize
         self.blocks: list[SpeakerBlock] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="bench-speaker", daemon=True)
+        self._out = np.zeros((blocksize, 1), np.float32)
+        self._pump = RealTimePump(self._pull, blocksize / samplerate)
+        self._thread = threading.Thread(target=self._pump.run, name="bench-speaker", daemon=True)
 
     def start(self) -> None:
         self._thread.start()
 
     def stop(self) -> None:
-        self._stop.set()
+        self._pump.stop()
         self._thread.join(timeout=5)
 
-    def _run(self) -> None:
-        period = self.blocksize / self.samplerate
-        out = np.zeros((self.blocksize, 1), np.float32)
-        start = time.monotonic()
-        k = 0
-        while not self._stop.is_set():
-            due = start + k * period
-            now = time.monotonic()
-            if due > now:
-                time.sleep(due - now)
-            late_ms = max(0.0, (time.monotonic() - due) * 1000.0)
-            self.callback(out, self.blocksize, None, None)
-            self.blocks.append(SpeakerBlock(time.monotonic(), not np.any(out), late_ms))
-            k += 1
+    def _pull(self, late_s: float) -> None:
+        self.callback(self._out, self.blocksize, None, None)
+        self.blocks.append(SpeakerBlock(time.monotonic(), not np.any(self._out), late_s * 1000.0))
 
 
 class RealTimeMicrophone:
@@ -95,14 +87,15 @@ class RealTimeMicrophone:
         self.noise_rms = noise_rms
         self._pending = np.zeros(0, np.float32)
         self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="bench-microphone", daemon=True)
+        # a block is delivered once it has been recorded: the first one period after the start
+        self._pump = RealTimePump(self._deliver, MIC_BLOCK / SAMPLE_RATE, first_slot=1)
+        self._thread = threading.Thread(target=self._pump.run, name="bench-microphone", daemon=True)
 
     def start(self) -> None:
         self._thread.start()
 
     def stop(self) -> None:
-        self._stop.set()
+        self._pump.stop()
         self._thread.join(timeout=5)
 
     def inject(self, samples: np.ndarray) -> None:
@@ -114,23 +107,14 @@ class RealTimeMicrophone:
     def injecting(self) -> bool:
         return self._pending.size > 0
 
-    def _run(self) -> None:
-        period = MIC_BLOCK / SAMPLE_RATE
-        start = time.monotonic()
-        k = 0
-        while not self._stop.is_set():
-            k += 1
-            due = start + k * period  # a block is delivered once it has been recorded
-            now = time.monotonic()
-            if due > now:
-                time.sleep(due - now)
-            block = self._rng.normal(0.0, self.noise_rms, MIC_BLOCK).astype(np.float32)
-            with self._lock:
-                if self._pending.size:
-                    n = min(MIC_BLOCK, self._pending.size)
-                    block[:n] += self._pending[:n]
-                    self._pending = self._pending[n:]
-            self.on_block(block, time.monotonic())
+    def _deliver(self, late_s: float) -> None:
+        block = self._rng.normal(0.0, self.noise_rms, MIC_BLOCK).astype(np.float32)
+        with self._lock:
+            if self._pending.size:
+                n = min(MIC_BLOCK, self._pending.size)
+                block[:n] += self._pending[:n]
+                self._pending = self._pending[n:]
+        self.on_block(block, time.monotonic())
 
 
 @dataclass
@@ -148,14 +132,6 @@ class BargeInTrial:
     detection_to_bump_ms: float | None = None
     audible_blocks_after_silence: int = 0
     say_to_first_sound_ms: float | None = None
-
-
-def _percentiles(values: list[float]) -> dict:
-    if not values:
-        return {"p50": None, "p95": None, "max": None, "min": None}
-    v = np.asarray(values, float)
-    return {"p50": float(np.percentile(v, 50)), "p95": float(np.percentile(v, 95)),
-            "max": float(v.max()), "min": float(v.min())}
 
 
 def _wait(predicate, timeout: float, step: float = 0.005) -> bool:
@@ -290,9 +266,8 @@ def _summarize(trials, mode, seed, playback, speaker, synth_results, wall_s) -> 
     first_audio = [r.first_chunk_ms for r in synth_results if r.first_chunk_ms is not None]
     first_sound = [t.say_to_first_sound_ms for t in trials if t.say_to_first_sound_ms is not None]
     late = [b.late_ms for b in speaker.blocks]
-    d, b, bb, c = _percentiles(det_ms), _percentiles(det_blocks), _percentiles(bump_ms), _percentiles(bump_blocks)
-    fa, fs, cf = _percentiles(first_audio), _percentiles(first_sound), _percentiles(confirm_ms)
-    sl = _percentiles(late)
+    d, b, bb, c = (summarize(v, (50, 95)) for v in (det_ms, det_blocks, bump_ms, bump_blocks))
+    fa, fs, cf, sl = (summarize(v, (50, 95)) for v in (first_audio, first_sound, confirm_ms, late))
     block_ms = SPEAKER_BLOCK * 1000.0 / playback.sample_rate
     return {
         "barge_ins": len(trials),
@@ -348,8 +323,8 @@ def print_report(result: dict) -> None:
         blocks = ""
         if key_blocks:
             bl = [t[key_blocks] for t in result["trials"] if t[key_blocks] is not None]
-            blocks = f"; blocks p50 {np.percentile(bl, 50):.0f}, p95 {np.percentile(bl, 95):.0f}, max {max(bl)}"
-        p95 = np.percentile(values, 95)
+            blocks = f"; blocks p50 {percentile(bl, 50):.0f}, p95 {percentile(bl, 95):.0f}, max {max(bl)}"
+        p95 = percentile(values, 95)
         print(f"{label}: {Timing([v / 1000.0 for v in values]).ms()}, p95 {p95:.1f} ms{blocks}")
 
     sb = result["speaker_block"]

@@ -55,22 +55,23 @@ def play_player_episode(name: str, open_env, *, seed: int, max_tics) -> dict:
         policy = make_policy(name, env.buttons, seed=seed, screen_width=env.resolution[1])
         result = run_baseline_episode(env, policy, max_tics=max_tics)
     result["tics"] = max(result["tics"], 0)  # the engine reads tic 0 after a map that ended with the kill
+    result.pop("reaction_samples_ms")  # a player without a model decides in no time: it has no reaction to report
     return result
 
 
 def play_runtimes(loaded, config, env, agents, *, model_spec) -> dict:
     """The runtimes the model agents play on: "trained" on `loaded`, "untrained" on the same weights without
     the adapter (loaded only when one is merged and multi_stream_untrained plays)."""
-    from agent_runtime.llm_episode import LLMRuntime
+    from agent_runtime.runtime import Runtime
     from agent_runtime.model_loader import load_model
 
     if not any(name in MODEL_AGENTS for name in agents):
         return {}
-    trained = LLMRuntime.build(loaded, config, env.buttons, scenario=env.scenario)
+    trained = Runtime.build(loaded, config, env.buttons, scenario=env.scenario)
     if loaded.adapter is None or "multi_stream_untrained" not in agents:
         return {"trained": trained, "untrained": trained}
     untrained = load_model(model_spec, dtype=loaded.cpu.dtype)
-    return {"trained": trained, "untrained": LLMRuntime.build(untrained, config, env.buttons, scenario=env.scenario)}
+    return {"trained": trained, "untrained": Runtime.build(untrained, config, env.buttons, scenario=env.scenario)}
 
 
 def play_one(name: str, env, open_env, runtimes: dict, *, seed: int, max_tics=None, fixed_cost=None,

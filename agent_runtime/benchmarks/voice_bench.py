@@ -13,6 +13,7 @@ from agent_runtime.benchmarks.measure import progress
 from agent_runtime.events import EventBus
 from agent_runtime.generation import SessionGeneration
 from agent_runtime.live_session import run_live
+from agent_runtime.percentiles import percentile
 from agent_runtime.voice.audio_io import resample
 from agent_runtime.voice.tts import EspeakTts
 from agent_runtime.voice.voice_commands import PHRASES, command_to_buttons
@@ -60,7 +61,7 @@ def run_voice_bench(env, runtime, *, commands: int, seed: int = 0, mode: str = "
     for (phrase, command), end_s in zip(script, ends):
         end_wall = voice.t_start + end_s
         match = next((e for e in said if e.t_mono >= end_wall - 0.3 and e.t_mono <= end_wall + GAP_S), None)
-        if match is None or match.payload.get("command") != command:
+        if match is None or (match.payload.get("command") or "").split()[:1] != [command]:  # "TURN_LEFT 4"
             continue
         correct += 1
         act = next((e for e in executed if e.seq > match.seq), None)
@@ -70,8 +71,8 @@ def run_voice_bench(env, runtime, *, commands: int, seed: int = 0, mode: str = "
         "commands": len(script),
         "recognized_correctly": correct,
         "recognition_accuracy": correct / len(script) if script else None,
-        "speech_end_to_action_ms_p50": float(np.percentile(latencies, 50)) if latencies else None,
-        "speech_end_to_action_ms_p95": float(np.percentile(latencies, 95)) if latencies else None,
+        "speech_end_to_action_ms_p50": percentile(latencies, 50),
+        "speech_end_to_action_ms_p95": percentile(latencies, 95),
         "speech_end_to_action_ms_max": max(latencies) if latencies else None,
         "samples_ms": [round(x, 1) for x in latencies],
         "live": result,

@@ -31,9 +31,10 @@ def require_expressible(env) -> None:
         )
 
 
-def print_progress(tic: int, kills: int, executed: int) -> None:
-    """The progress line model policies print every couple of seconds while they play."""
-    print(f"  .. tic {tic}, kills {kills}, actions {executed}", file=sys.stderr, flush=True)
+def print_progress(report: dict) -> None:
+    """The progress line a session prints every couple of seconds while it plays (SessionLoop.report)."""
+    print(f"  .. tic {report['tic']}, kills {report['kills']}, actions {report['actions']}", file=sys.stderr,
+          flush=True)
 
 
 def writable_dir(path_text: str, what: str) -> Path:

@@ -90,6 +90,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     it.add_argument("--out", default="bench-out", help="directory for interrupt.json (default bench-out)")
     it.add_argument("--json", action="store_true", help="print the result as one JSON object on stdout")
 
+    sk = sub.add_parser("soak", help="long real-time live session with scripted voice commands and barge-ins: "
+                                     "RSS and KV growth, event sequence gaps, latency drift")
+    sk.add_argument("--minutes", type=float, default=30.0, help="minutes of real-time play (default 30)")
+    sk.add_argument("--scenario", default="defend_the_center")
+    sk.add_argument("--every", type=float, default=4.0,
+                    help="quiet seconds after each scripted voice phrase before the next barge-in (default 4)")
+    sk.add_argument("--barge-in", default="immediate", choices=("immediate", "pause_confirm"))
+    sk.add_argument("--seed", type=int, default=0)
+    sk.add_argument("--model", help="model (default: the embedded SmolLM2-135M-Instruct)")
+    sk.add_argument("--dtype", default="auto", choices=("auto", "bfloat16", "float32"),
+                    help="model precision (default auto: the CPU path's choice)")
+    sk.add_argument("--threads", type=int, help="torch threads (default: the cores actually free)")
+    sk.add_argument("--adapter", help=ADAPTER_HELP)
+    sk.add_argument("--out", default="bench-out", help="directory for soak.json and soak.png (default bench-out)")
+    sk.add_argument("--json", nargs="?", const="-", metavar="PATH",
+                    help="also write the result as JSON to PATH (no PATH: print it as one JSON object on stdout)")
+
 
 def _load(args, *, clock: str, threads: int | None = None, device: str = "cpu"):
     """Threads, model and the machine header every benchmark prints first."""
@@ -147,8 +164,7 @@ def _run_reaction(args) -> int:
     from agent_runtime.benchmarks.reaction_bench import run_reaction_bench
     from agent_runtime.clocks import FixedCost
     from agent_runtime.config import load_config
-    from agent_runtime.llm_episode import LLMRuntime
-    from envs.doom_env import DoomEnv
+    from agent_runtime.runtime import Runtime
 
     if args.episodes < 1:
         raise UserError(f"--episodes must be at least 1 (got {args.episodes})")
@@ -166,8 +182,8 @@ def _run_reaction(args) -> int:
     clock = "fixed_cost" if args.fixed_cost else "compute (world advanced by measured step time)"
     loaded, info = _load(args, clock=clock, threads=args.threads, device=args.device)
     config = load_config(scenario=args.scenario, seed=args.seed)
-    with DoomEnv(args.scenario, seed=args.seed) as env:
-        runtime = LLMRuntime.build(loaded, config, env.buttons, scenario=env.scenario, device=args.device)
+    with Runtime.open(config, loaded=loaded, scenario=args.scenario, env_seed=args.seed, device=args.device) as runtime:
+        env = runtime.env
         result = run_reaction_bench(env, runtime, episodes=args.episodes, think_tokens=args.think_tokens,
                                     max_tics=args.max_tics, seed=args.seed,
                                     fixed_cost=FixedCost() if args.fixed_cost else None)
@@ -210,8 +226,7 @@ def _run_memory(args) -> int:
     from agent_runtime.benchmarks.memory_soak import plot_memory, run_memory_soak
     from agent_runtime.clocks import FixedCost
     from agent_runtime.config import load_config
-    from agent_runtime.llm_episode import LLMRuntime
-    from envs.doom_env import DoomEnv
+    from agent_runtime.runtime import Runtime
 
     if args.frames < 10:
         raise UserError(f"--frames must be at least 10 (got {args.frames})")
@@ -219,8 +234,8 @@ def _run_memory(args) -> int:
     out = writable_dir(args.out, "--out")
     loaded, info = _load(args, clock="fixed_cost" if args.fixed_cost else "compute")
     config = load_config(scenario=args.scenario)
-    with DoomEnv(args.scenario, seed=0) as env:
-        runtime = LLMRuntime.build(loaded, config, env.buttons, scenario=env.scenario)
+    with Runtime.open(config, loaded=loaded, scenario=args.scenario, env_seed=0) as runtime:
+        env = runtime.env
         result = run_memory_soak(env, runtime, frames=args.frames, fixed_cost=FixedCost() if args.fixed_cost else None)
     samples = result.pop("_samples")
     plot_memory(samples, out / "memory.png", f"{result['frames']} frames, {loaded.model_id}, {args.scenario}")
@@ -262,8 +277,7 @@ def _run_interrupt(args) -> int:
 def _run_voice(args) -> int:
     from agent_runtime.benchmarks.voice_bench import run_voice_bench
     from agent_runtime.config import load_config
-    from agent_runtime.llm_episode import LLMRuntime
-    from envs.doom_env import DoomEnv
+    from agent_runtime.runtime import Runtime
 
     if args.commands < 1:
         raise UserError(f"--commands must be at least 1 (got {args.commands})")
@@ -271,8 +285,8 @@ def _run_voice(args) -> int:
     # the free cores, as in live: the real-time game and audio take well under half a core
     loaded, info = _load(args, clock="realtime (ASYNC_PLAYER, device-free audio in real time)", threads=args.threads)
     config = load_config(scenario=args.scenario, clock="realtime")
-    with DoomEnv(args.scenario, clock="realtime", seed=args.seed) as env:
-        runtime = LLMRuntime.build(loaded, config, env.buttons, scenario=env.scenario)
+    with Runtime.open(config, loaded=loaded, scenario=args.scenario, env_seed=args.seed, clock="realtime") as runtime:
+        env = runtime.env
         result = run_voice_bench(env, runtime, commands=args.commands, seed=args.seed, mode=args.barge_in)
     result["machine"] = info
     result["cpu_path"] = info.get("cpu_path")
@@ -284,6 +298,50 @@ def _run_voice(args) -> int:
         print(f"recognition {result['recognized_correctly']}/{result['commands']}; end of speech -> action executed: "
               f"p50 {ms(result['speech_end_to_action_ms_p50'])}, p95 {ms(result['speech_end_to_action_ms_p95'])}, "
               f"max {ms(result['speech_end_to_action_ms_max'])}")
+    return 0
+
+
+def _run_soak(args) -> int:
+    if not args.minutes > 0:  # before anything loads
+        raise UserError(f"--minutes must be positive (got {args.minutes:g})")
+    if not args.every >= 1:
+        raise UserError(f"--every must be at least 1 second (got {args.every:g})")
+    from pathlib import Path
+
+    from agent_runtime import signals
+    from agent_runtime.benchmarks.soak_bench import print_report, run_soak, write_outputs
+    from agent_runtime.config import load_config
+    from agent_runtime.runtime import Runtime
+
+    check_scenario(args.scenario)
+    out = writable_dir(args.out, "--out")
+    json_path = Path(args.json) if args.json not in (None, "-") else None
+    if json_path is not None:
+        writable_dir(str(json_path.parent), "--json")
+    loaded, info = _load(args, clock="realtime (ASYNC_PLAYER, device-free audio in real time)", threads=args.threads)
+    config = load_config(scenario=args.scenario, clock="realtime")
+    title = f"soak: {args.scenario}, {loaded.model_id}, {args.minutes:g} min, barge-in {args.barge_in}"
+    try:
+        with Runtime.open(config, loaded=loaded, scenario=args.scenario, env_seed=args.seed, clock="realtime") as runtime:
+            env = runtime.env
+            result = run_soak(env, runtime, seconds=args.minutes * 60.0, seed=args.seed, mode=args.barge_in,
+                              every_s=args.every)
+    except signals.Interrupted as e:  # keep what was measured: the JSON only (a plot would delay the exit)
+        if hasattr(e, "soak_result"):
+            e.soak_result.update(machine=info, cpu_path=info.get("cpu_path"), scenario=args.scenario)
+            write_outputs(e.soak_result, out, title, plot=False)
+            e.args = (f"{e} after {e.soak_result['seconds']:.0f} s; partial results in {out / 'soak.json'}",)
+        raise  # the CLI's one line says it, with the reason: exit 130/143
+    result.update(machine=info, cpu_path=info.get("cpu_path"), scenario=args.scenario,
+                  adapter=loaded.adapter.hash if loaded.adapter else None)
+    write_outputs(result, out, title)
+    if json_path is not None:
+        json_path.write_text(json.dumps(result, indent=2, default=str))
+    if args.json == "-":
+        print(json.dumps(result, default=str))
+    else:
+        print_report(result)
+        print(f"written: {out / 'soak.json'}, {result['plot']}" + (f", {json_path}" if json_path else ""))
     return 0
 
 
@@ -349,5 +407,5 @@ def _report_play(args, out, result: dict, title: str) -> int:
 
 def run(args: argparse.Namespace) -> int:
     runners = {"kv": _run_kv, "reaction": _run_reaction, "interrupt": _run_interrupt, "voice": _run_voice,
-               "memory": _run_memory, "play": _run_play}
+               "memory": _run_memory, "play": _run_play, "soak": _run_soak}
     return runners[args.bench](args)

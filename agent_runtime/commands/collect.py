@@ -47,7 +47,7 @@ def _manifest(args, loaded, config, buttons) -> dict:
 def run(args: argparse.Namespace) -> int:
     from agent_runtime.config import load_config
     from agent_runtime.events import EventBus
-    from agent_runtime.llm_episode import LLMRuntime
+    from agent_runtime.runtime import Runtime
     from agent_runtime.model_loader import load_for_cpu
     from agent_runtime.training.decision_log import DecisionLog
     from agent_runtime.training.expert_labeler import ExpertLabeler
@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
                           adapter=args.adapter or config.model.adapter)
     with DoomEnv(args.scenario, resolution=config.resolution, seed=args.seed) as env:
         require_expressible(env)
-        runtime = LLMRuntime.build(loaded, config, env.buttons, scenario=env.scenario)
+        runtime = Runtime.build(loaded, config, env.buttons, scenario=env.scenario)
         log = DecisionLog(out, _manifest(args, loaded, config, env.buttons))
         try:
             if log.next_episode:

@@ -106,12 +106,11 @@ def run(args: argparse.Namespace) -> int:
 
 def _play(args, config, window, generation, loaded, threads, voice, recordings) -> dict:
     from agent_runtime.live_session import TypedCommands, run_live
-    from agent_runtime.llm_episode import LLMRuntime
-    from envs.doom_env import DoomEnv
+    from agent_runtime.runtime import Runtime
 
-    with DoomEnv(config.scenario, resolution=config.resolution, clock="realtime", seed=config.seed, window=window) as env:
+    with Runtime.open(config, loaded=loaded, clock="realtime", window=window) as runtime:
+        env = runtime.env
         require_expressible(env)
-        runtime = LLMRuntime.build(loaded, config, env.buttons, scenario=env.scenario)
         typed = TypedCommands() if sys.stdin.isatty() else None
         print(f"live: {env.scenario}, {loaded.model_id}, {threads} thread(s), window {'on' if window else 'off'}, "
               f"voice {'on' if voice else 'off'}" + ("; type commands like 'turn left' + Enter" if typed else ""),

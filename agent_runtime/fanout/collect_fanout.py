@@ -40,7 +40,7 @@ class CollectJob:
         from agent_runtime.config import load_config
         from agent_runtime.events import EventBus
         from agent_runtime.fanout.cpu_probe import decide_once
-        from agent_runtime.llm_episode import LLMRuntime
+        from agent_runtime.runtime import Runtime
         from agent_runtime.model_loader import load_for_cpu
         from agent_runtime.training.expert_labeler import ExpertLabeler
         from envs.doom_env import DoomEnv
@@ -52,7 +52,7 @@ class CollectJob:
                               seed=collect.MODEL_SEED, adapter=a.adapter or config.model.adapter, announce=False)
         self.env = DoomEnv(a.scenario, resolution=config.resolution, seed=a.seed)
         require_expressible(self.env)
-        self.runtime = LLMRuntime.build(loaded, config, self.env.buttons, scenario=self.env.scenario)
+        self.runtime = Runtime.build(loaded, config, self.env.buttons, scenario=self.env.scenario)
         self.labeler = ExpertLabeler(self.env.buttons, _EpisodeDecisions(), screen_width=self.env.resolution[1])
         self.bus = EventBus("collect", keep=False)
         self.bus.sinks.append(self.labeler)

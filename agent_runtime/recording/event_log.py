@@ -197,19 +197,3 @@ def read_event_log(path: str | Path, *, warn: bool = True) -> tuple[list[Event],
         warnings.warn(problem, RuntimeWarning, stacklevel=2)
     return events, problems
 
-
-class EventLogReader:
-    """Reads an events.jsonl once; `events` and `warnings` after that."""
-
-    def __init__(self, path: str | Path, *, warn: bool = True):
-        self.path = Path(path)
-        self.events, self.warnings = read_event_log(self.path, warn=warn)
-
-    def __iter__(self):
-        return iter(self.events)
-
-    def __len__(self) -> int:
-        return len(self.events)
-
-    def of_kind(self, *kinds: str) -> list[Event]:
-        return [e for e in self.events if e.kind in kinds]

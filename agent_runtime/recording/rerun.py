@@ -113,10 +113,10 @@ def rerun_recording(directory: str | Path | Recording) -> dict[str, Any]:
 def _play_again(recording: Recording, config, costs: list[float], env_seed: int, agent_seed: int, fixed_cost,
                 source: str) -> tuple[EventBus, int, int]:
     """Load the recorded model (same weights, dtype, threads) and play the episode with the recorded inputs."""
-    from agent_runtime.llm_episode import LLMRuntime, run_llm_episode
+    from agent_runtime.llm_episode import run_llm_episode
+    from agent_runtime.runtime import Runtime
     from agent_runtime.model_loader import load_for_cpu
     from agent_runtime.recording.user_script import user_script_from_events
-    from envs.doom_env import DoomEnv
 
     manifest = recording.manifest
     spec = _model_spec(manifest.model_id)
@@ -133,12 +133,12 @@ def _play_again(recording: Recording, config, costs: list[float], env_seed: int,
         )
     bus = EventBus(f"rerun-{recording.dir.name}", keep=True)
     try:
-        env = DoomEnv(config.scenario, resolution=config.resolution, clock="sync", seed=env_seed)
+        runtime = Runtime.open(config, loaded=loaded, env_seed=env_seed)
     except Exception as e:  # an unknown scenario, a broken .cfg or WAD
         raise UserError(f"{source}: cannot start scenario {config.scenario}: "
                         f"{first_line(e)}") from None
-    with env:
-        runtime = LLMRuntime.build(loaded, config, env.buttons, scenario=env.scenario)
+    with runtime:
+        env = runtime.env
         user_script = user_script_from_events(recording.events, runtime.grammar)
         max_tics = manifest.extra.get("max_tics")
         run_llm_episode(env, runtime, seed=env_seed, agent_seed=agent_seed, fixed_cost=fixed_cost, bus=bus,

@@ -14,14 +14,14 @@ from pathlib import Path
 import numpy as np
 
 from agent_runtime import signals
+from agent_runtime.clocks import TICS_PER_SECOND
 from agent_runtime.errors import UserError
 from agent_runtime.events import Event
 from agent_runtime.recording.recording import Recording
 from agent_runtime.recording.replay_check import replayed_frames
 from agent_runtime.recording.timeline import event_text
 
-TICS_PER_SECOND = 35
-FENCED_SHOWN_TICS = 35
+FENCED_SHOWN_TICS = TICS_PER_SECOND  # fenced actions stay on screen for a second
 PANEL_LINES = 7
 COMMENTARY_KINDS = ("commentary", "tts_chunk")
 

@@ -78,18 +78,6 @@ def read_wav(path: str | Path) -> tuple[np.ndarray, int]:
     return x.astype(np.float32), rate
 
 
-def write_wav(path: str | Path, samples: np.ndarray, rate: int) -> None:
-    """Write float samples ([frames] or [frames, channels]) as 16-bit PCM."""
-    samples = np.asarray(samples, np.float32)
-    channels = 1 if samples.ndim == 1 else samples.shape[1]
-    pcm = (np.clip(samples, -1.0, 1.0) * 32767.0).astype("<i2")
-    with wave.open(str(path), "wb") as w:
-        w.setnchannels(channels)
-        w.setsampwidth(2)
-        w.setframerate(rate)
-        w.writeframes(pcm.tobytes())
-
-
 def resample(x: np.ndarray, src_rate: int, dst_rate: int, taps_per_side: int = 16) -> np.ndarray:
     """Band-limited resampling by a Kaiser-windowed sinc (polyphase, exact rational ratio).
 

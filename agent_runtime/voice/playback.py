@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from agent_runtime.generation import GenerationBump, SessionGeneration
+from agent_runtime.generation import Interruption, SessionGeneration
 from agent_runtime.voice.tts import SpeechChunk
 
 
@@ -64,17 +64,16 @@ class PlaybackBuffer:
         self._heard_end: dict[int, int] = {}  # utterance -> char offset heard so far
         self._open: dict[int, SpeechChunk] = {}  # utterances started but not finished: a chunk of each
         self._heard_log: list[HeardSpeech] = []
-        self._pending_bumps: list[GenerationBump] = []
+        self._pending_bumps: list[Interruption] = []
         self._closed = False
-        session.listeners.append(self._on_bump)
+        session.subscribe("playback", self._on_bump)
 
     def close(self) -> None:
         """Refuse further chunks and wake a producer blocked in `push` (shutdown)."""
         with self._cond:
             self._closed = True
             self._cond.notify_all()
-        if self._on_bump in self.session.listeners:
-            self.session.listeners.remove(self._on_bump)
+        self.session.unsubscribe(self._on_bump)
 
     # ------------------------------------------------------------------ producer side
 
@@ -223,7 +222,7 @@ class PlaybackBuffer:
         self._heard_log.append(HeardSpeech(chunk.utterance, chunk.generation, first.text[:end].strip(),
                                            first.text, interrupted))
 
-    def _on_bump(self, bump: GenerationBump) -> None:
+    def _on_bump(self, bump: Interruption) -> None:
         self._pending_bumps.append(bump)
 
     def _note_interruptions(self, silent: bool, t: float) -> None:

@@ -231,7 +231,8 @@ class TtsWorker:
     """A thread that speaks queued texts into a sink (usually `PlaybackBuffer.push`).
 
     Texts are stamped with the generation current when queued; stale ones are skipped (counted).
-    `abort_and_clear()` is the barge-in path: stop the current synthesis and drop the queue.
+    Every interruption (a barge-in, a typed command) reaches it as the "tts" consumer of the session generation:
+    `abort_and_clear()` stops the current synthesis and drops the queue.
     """
 
     def __init__(self, tts: EspeakTts, sink: Callable[[SpeechChunk], bool],
@@ -247,6 +248,11 @@ class TtsWorker:
         self._pending_lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="tts-worker", daemon=True)
         self._thread.start()
+        tts.session.subscribe("tts", self._on_interruption)  # after the engine, before playback
+
+    def _on_interruption(self, interruption) -> None:
+        """An interruption stops the sentence being synthesized and drops the queued ones."""
+        self.abort_and_clear()
 
     def say(self, text: str, generation: int | None = None) -> None:
         with self._pending_lock:
@@ -286,6 +292,7 @@ class TtsWorker:
         return True
 
     def close(self) -> None:
+        self.tts.session.unsubscribe(self._on_interruption)
         self.abort_and_clear()
         self._queue.put(None)
         self._thread.join(timeout=5)

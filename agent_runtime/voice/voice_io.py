@@ -29,6 +29,7 @@ from agent_runtime.voice.audio_io import (ArrayMicrophone, AudioCallback, Record
 from agent_runtime.voice.barge_in import BargeInController
 from agent_runtime.voice.device_guard import AudioDeviceGuard
 from agent_runtime.voice.playback import PlaybackBuffer
+from agent_runtime.voice.realtime_pump import RealTimePump
 from agent_runtime.voice.recognizer import Hypothesis, ListeningPipeline, UtteranceCut
 from agent_runtime.voice.tts import EspeakTts, SpeechChunk, SynthesisResult, TtsWorker
 from agent_runtime.voice.vad import SpeechStarted, SpeechStopped
@@ -115,11 +116,11 @@ class VoiceIO:
     def start(self) -> None:
         self.t_start = time.monotonic()
         self._threads.append(threading.Thread(target=self._listen, name="voice-listener", daemon=True))
-        if self.device_free:
-            self._threads.append(threading.Thread(target=self._pump, args=("input", MIC_BLOCK / MIC_RATE),
-                                                  name="array-mic", daemon=True))
-            self._threads.append(threading.Thread(target=self._pump, args=("output", SPEAKER_BLOCK / SPEAKER_RATE),
-                                                  name="array-speaker", daemon=True))
+        if self.device_free:  # real time, one block per period of audio, as a sound card would
+            for kind, period, name in (("input", MIC_BLOCK / MIC_RATE, "array-mic"),
+                                       ("output", SPEAKER_BLOCK / SPEAKER_RATE, "array-speaker")):
+                pump = RealTimePump(lambda _late, kind=kind: self._pump_block(kind), period, stop_event=self._stop)
+                self._threads.append(threading.Thread(target=pump.run, name=name, daemon=True))
         self.devices.start()
         for t in self._threads:
             t.start()
@@ -262,22 +263,17 @@ class VoiceIO:
             self._observe(frames)
             self.controller.feed(frames, self.pipeline.stream_ms)
 
-    def _pump(self, kind: str, period: float) -> None:
-        """Drive a device-free stream in real time, one block per period of audio, as a sound card would; what
-        it raises is a device failure, reported to the guard (nothing is pumped while the device is lost)."""
-        next_t = time.monotonic()
-        while not self._stop.is_set():
-            stream = self.devices.current(kind)
-            if stream is not None:
-                try:
-                    stream.pump(1) if kind == "input" else stream.pull(1)
-                    self.devices.alive(kind)  # a finished array is a silent microphone, not a dead one
-                except Exception as e:
-                    self.devices.fail(kind, e, stream)
-            next_t += period
-            delay = next_t - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)
+    def _pump_block(self, kind: str) -> None:
+        """One block of a device-free stream; what it raises is a device failure, reported to the guard
+        (nothing is pumped while the device is lost)."""
+        stream = self.devices.current(kind)
+        if stream is None:
+            return
+        try:
+            stream.pump(1) if kind == "input" else stream.pull(1)
+            self.devices.alive(kind)  # a finished array is a silent microphone, not a dead one
+        except Exception as e:
+            self.devices.fail(kind, e, stream)
 
     def _device_changed(self, kind: str, stream) -> None:
         """The guard lost (stream None) or reopened a device: play goes on; only voice stops or resumes."""
@@ -298,7 +294,6 @@ class VoiceIO:
 
     def _on_interrupt(self, generation: int, reason: str) -> None:
         record = self.controller.records[-1] if self.controller.records else None
-        self._emit("generation_bump", "playback", generation=generation, reason=f"barge-in:{reason}", to=generation)
         self._emit("barge_in", "playback", generation=generation, reason=reason,
                    detection_to_interrupt_ms=(time.monotonic() - record.detected_wall) * 1000.0 if record else None)
 

@@ -1,25 +1,28 @@
-"""The commentary stream: short remarks decoded in the shared forward, cut into sentences, spoken.
+"""The commentary stream: short remarks decoded in the shared forward, cut into sentences, spoken or printed.
 
 A remark decodes into a scratch block that no other view reads: what was generated but not heard is
-diagnostic state, never history (heard text comes back through MultiStreamAgent.commit_heard). Before
-each step the stream checks the session generation: a remark begun in an older generation (a barge-in)
-stops at once. Remarks are rate limited.
+diagnostic state, never history (heard text comes back through the heard stream). An interruption stops the
+remark at once, and before each step the stream checks the session generation too: a remark begun in an older
+generation never decodes another token. Remarks are rate limited.
 """
 
 from __future__ import annotations
 
-from agent_runtime.kv_block_store import Block, KVBlockStore
 from agent_runtime.model_runner import StreamInput
+from agent_runtime.streams.stream import StepPlan, Stream
 from agent_runtime.view import View
 
 SENTENCE_ENDS = ".!?"
 
 
-class CommentaryStream:
-    def __init__(self, store: KVBlockStore, tokenizer, prompt: list[int], *, stats, emit, on_sentence=None,
+class CommentaryStream(Stream):
+    role = "commentary"
+
+    def __init__(self, store, tokenizer, prompt: list[int], *, context, sample, stats, emit, on_sentence=None,
                  interval_ms: float = 4000.0, max_tokens: int = 24, end_tokens: set[int] = frozenset()):
-        self.store, self.tok, self.prompt = store, tokenizer, prompt
-        self.stats, self.emit, self.on_sentence = stats, emit, on_sentence  # on_sentence(text, generation)
+        """context(): the blocks a new remark reads (none: no remark yet); on_sentence(text, generation)."""
+        self.store, self.tok, self.prompt, self.context, self.sample = store, tokenizer, prompt, context, sample
+        self.stats, self.emit, self.on_sentence = stats, emit, on_sentence
         self.interval_ms, self.max_tokens, self.end_tokens = interval_ms, max_tokens, end_tokens
         self.view: View | None = None
         self.pending: list[int] = []
@@ -29,8 +32,8 @@ class CommentaryStream:
         self.tokens = 0
         self.last_start_ms = -1e18
 
-    def stop(self, reason: str, now_ms: float) -> None:
-        """Stop the remark being decoded (the barge-in hook); its unheard text never enters history."""
+    def stop(self, reason: str, now_ms: float | None) -> None:
+        """Stop the remark being decoded; its unheard text never enters history."""
         if self.view is None:
             return
         self.emit("commentary_stopped", "commentary", generation=self.generation, sim_ms=now_ms,
@@ -39,24 +42,29 @@ class CommentaryStream:
         self.view, self.pending = None, []
         self.stats.remarks_stopped += 1
 
-    def next_input(self, now_ms: float, generation: int, context: list[Block]) -> StreamInput | None:
-        """This step's input: continue the remark, or start one over `context` when the rate limit allows."""
+    def expire(self, now_ms: float, generation: int) -> None:
         if self.view is not None and self.generation != generation:  # checked at consumption time
             self.stop("generation", now_ms)
+
+    def schedule(self, plan: StepPlan) -> None:
+        """Continue the remark, or start one over the context when the rate limit allows."""
         if self.view is None:
-            if now_ms - self.last_start_ms < self.interval_ms or not context:
-                return None
+            context = self.context()
+            if plan.now_ms - self.last_start_ms < self.interval_ms or not context:
+                return
             self.view = View(self.store, context, name="commentary")
             self.view.start_own("remark")
-            self.pending, self.generation, self.text, self.sent_upto, self.tokens = list(self.prompt), generation, "", 0, 0
-            self.last_start_ms = now_ms
+            self.pending, self.generation, self.text, self.sent_upto, self.tokens = (
+                list(self.prompt), plan.generation, "", 0, 0)
+            self.last_start_ms = plan.now_ms
             self.stats.remarks_started += 1
-        return StreamInput(self.view, self.pending, logits="last")
+        plan.add(self, StreamInput(self.view, self.pending, logits="last"))
 
-    def consume(self, token: int, now_ms: float) -> None:
+    def postprocess(self, logits: list, plan: StepPlan):
         """Take the sampled token; hand each finished sentence to on_sentence."""
+        token = self.sample(logits[0])
         if self.view is None:
-            return
+            return None
         piece = self.tok.decode([token])
         self.tokens += 1
         self.stats.commentary_tokens += 1
@@ -68,9 +76,14 @@ class CommentaryStream:
         sentence = self.text[self.sent_upto:cut].strip()
         if sentence:
             self.sent_upto = cut
-            self.emit("commentary_sentence", "commentary", generation=self.generation, sim_ms=now_ms, text=sentence)
+            self.emit("commentary_sentence", "commentary", generation=self.generation, sim_ms=plan.now_ms,
+                      text=sentence)
             if self.on_sentence is not None:
                 self.on_sentence(sentence, self.generation)
         if ended:
             self.view.close()
             self.view, self.pending = None, []
+        return None
+
+    def close(self) -> None:
+        self.stop("closed", None)

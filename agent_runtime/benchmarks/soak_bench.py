@@ -1,0 +1,558 @@
+"""`bench soak`: a long real-time live session with scripted voice commands and barge-ins; does it stay flat?
+
+The real runtime plays in real time (`run_live`, ViZDoom ASYNC_PLAYER) with commentary on, on the
+device-free audio backend of VoiceIO: a microphone and a speaker that VoiceIO pumps one block per real
+audio period, as a sound card would. A director thread speaks a scripted phrase ("turn left", "shoot",
+"stop", "what do you see", ...; synthesized once with espeak-ng in another voice than the agent's) into the
+microphone every few seconds: right after the agent's commentary becomes audible, at least `every_s` after
+the last phrase (or without commentary when none comes for a while). So most phrases are barge-ins (user
+speech over commentary), and all of them are voice commands the agent acts on. Measured:
+
+  memory:      process RSS and KV-pool pages in use, sampled once a second; median of the first fifth of
+               the run vs the last fifth (growth in %);
+  events:      every event of the session (engine, executor and audio threads) must carry consecutive
+               sequence numbers: a number never seen is a gap;
+  reaction:    action_executed frame age, p95 in the first and the last fifth;
+  barge-in:    from the speech ONSET in the injected audio to the first silent speaker block, so VAD
+               detection is included. The onset is the phrase's first sample above 2% of its peak,
+               mixed in at a known sample index of the microphone stream and turned into monotonic time
+               on the pump's clock (block k is handed over at origin + k * 32 ms once it has been
+               recorded, so sample s was recorded at origin + (s - 512) / 16 kHz). Detection -> silence
+               (what `bench interrupt` reports) is kept beside it; target <= 150 ms p95 from onset.
+
+The microphone and the speaker here stream: a 30-minute ArrayMicrophone would hold 115 MB of samples and
+a RecordingSpeaker keeps every block it pulls (~160 MB in 30 minutes); either would be counted as the
+runtime's RSS growth. Everything the soak itself keeps is bounded or a few bytes per sample.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from array import array
+from collections import Counter, deque
+from dataclasses import dataclass
+
+import numpy as np
+import psutil
+
+from agent_runtime import signals
+from agent_runtime.benchmarks.interrupt_bench import USER_VOICE, BargeInTrial, SpeakerBlock, _measure, _wait
+from agent_runtime.benchmarks.measure import progress as default_progress
+from agent_runtime.events import EventBus
+from agent_runtime.generation import SessionGeneration
+from agent_runtime.live_session import run_live
+from agent_runtime.percentiles import percentile, summarize as spread
+from agent_runtime.voice.audio_io import CallbackTime, resample
+from agent_runtime.voice.voice_io import MIC_BLOCK, MIC_RATE, SPEAKER_BLOCK, SPEAKER_RATE, VoiceIO
+
+SCRIPT = ("turn left", "shoot", "stop", "what do you see", "turn right", "shoot", "go back", "turn left")
+EVERY_S = 4.0  # the quiet gap after each scripted phrase, in which the agent may start a remark
+PATIENCE = 3.0  # then wait up to PATIENCE * EVERY_S for audible commentary to speak over; else speak anyway
+TARGET_BARGE_IN_P95_MS = 150.0  # onset -> silence, whole run
+TARGET_RSS_GROWTH_PCT = 5.0  # first fifth -> last fifth
+TARGET_DRIFT_PCT = 20.0  # last fifth's p95 within this much of the first fifth's
+ONSET_FRACTION = 0.02  # speech starts at the first sample above this fraction of the phrase's peak
+REORDER_WINDOW = 4096  # events may reach a sink out of order (several threads emit); a seq missing this long is a gap
+
+
+# ------------------------------------------------------------------------- the device-free audio
+
+
+def synthesize_phrases(phrases=SCRIPT) -> dict[str, np.ndarray]:
+    """Each phrase once, spoken by espeak-ng in the user's voice, 16 kHz, starting at its speech onset."""
+    from agent_runtime.voice.tts import EspeakTts
+
+    tts = EspeakTts(SessionGeneration(), voice=USER_VOICE, words_per_minute=150)  # never bumped
+    out = {}
+    for phrase in dict.fromkeys(phrases):
+        x = resample(tts.synthesize(phrase), tts.sample_rate, MIC_RATE).astype(np.float32) * 0.8
+        loud = np.flatnonzero(np.abs(x) >= ONSET_FRACTION * float(np.abs(x).max()))
+        out[phrase] = x[int(loud[0]):] if loud.size else x
+    return out
+
+
+class DeviceFreeStream:
+    """What VoiceIO's device-free pump needs of a stream besides pump/pull: a callback, start and stop."""
+
+    callback = None
+    active = False
+
+    def connect(self, callback):
+        self.callback = callback
+        return self
+
+    def start(self) -> None:
+        self.active = True
+
+    def stop(self) -> None:
+        self.active = False
+
+    abort = close = stop
+
+
+class ScriptedMicrophone(DeviceFreeStream):
+    """A device-free microphone that streams low noise and mixes phrases in when told (ArrayMicrophone's
+    interface: VoiceIO's pump calls pump(1) once per 32 ms block)."""
+
+    def __init__(self, seed: int, noise_rms: float = 3e-4, blocksize: int = MIC_BLOCK, samplerate: int = MIC_RATE):
+        rng = np.random.default_rng(seed)
+        self.blocksize, self.samplerate = blocksize, samplerate
+        self._noise = rng.normal(0.0, noise_rms, 32 * blocksize).astype(np.float32)  # ~1 s, looped
+        self._pending = np.zeros(0, np.float32)
+        self._lock = threading.Lock()
+        self.callback = None
+        self.position = 0  # samples delivered so far
+        self.t_origin: float | None = None  # when block 0 was due on the pump's schedule
+        self.active = False
+
+    @property
+    def injecting(self) -> bool:
+        return self._pending.size > 0
+
+    def pump(self, n_blocks: int = 1) -> int:
+        for _ in range(n_blocks):
+            with self._lock:
+                # the pump is never early (an absolute schedule, block j due at origin + j periods), only late
+                origin = time.monotonic() - self.position / self.samplerate
+                self.t_origin = origin if self.t_origin is None else min(self.t_origin, origin)
+                k = (self.position // self.blocksize) % 32
+                block = self._noise[k * self.blocksize:(k + 1) * self.blocksize].copy()
+                n = min(self.blocksize, self._pending.size)
+                block[:n] += self._pending[:n]
+                self._pending = self._pending[n:]
+                start, self.position = self.position, self.position + self.blocksize
+            t = start / self.samplerate
+            self.callback(block.reshape(-1, 1), self.blocksize, CallbackTime(inputBufferAdcTime=t, currentTime=t), None)
+        return n_blocks
+
+    def say(self, samples: np.ndarray) -> int:
+        """Mix `samples` in from the next block on; returns the stream index of their first sample."""
+        with self._lock:
+            onset = self.position + self._pending.size
+            self._pending = np.concatenate([self._pending, np.asarray(samples, np.float32)])
+        return onset
+
+    def sample_time(self, sample: int) -> float:
+        """When `sample` was recorded, on the pump's clock: block j is handed over once recorded, at t_origin + j
+        periods, so its samples were recorded during the period before."""
+        return self.t_origin + (sample - self.blocksize) / self.samplerate
+
+
+class SoakSpeaker(DeviceFreeStream):
+    """A device-free speaker that keeps only the times and silence of its last blocks (RecordingSpeaker's
+    interface: VoiceIO's pump calls pull(1) once per 1024-frame block)."""
+
+    def __init__(self, blocksize: int = SPEAKER_BLOCK, samplerate: int = SPEAKER_RATE, keep: int = 512):
+        self.blocksize, self.samplerate = blocksize, samplerate
+        self.blocks: deque[SpeakerBlock] = deque(maxlen=keep)  # ~23 s: more than one trial needs
+        self.callback = None
+        self.pulled = 0
+        self.t_first: float | None = None
+        self.active = False
+
+    @property
+    def audible(self) -> bool:
+        return bool(self.blocks) and not self.blocks[-1].silent
+
+    def pull(self, n_blocks: int = 1) -> None:
+        period = self.blocksize / self.samplerate
+        for _ in range(n_blocks):
+            out = np.zeros((self.blocksize, 1), np.float32)
+            t = self.pulled * period
+            self.callback(out, self.blocksize, CallbackTime(outputBufferDacTime=t, currentTime=t), None)
+            now = time.monotonic()
+            if self.t_first is None:
+                self.t_first = now
+            late_ms = max(0.0, (now - self.t_first - t) * 1000.0)
+            self.blocks.append(SpeakerBlock(now, not np.any(out), late_ms))
+            self.pulled += 1
+
+
+# ------------------------------------------------------------------------- what the session emits
+
+
+class SoakEvents:
+    """An EventBus sink that keeps only what the soak reports, bounded: the sequence check, the reaction samples
+    (16 bytes each) and a count per event kind. Thread-safe (engine and audio threads emit)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self.next_seq = 0  # every number below this was seen
+        self._ahead: set[int] = set()  # seen, above next_seq
+        self.gaps = self.duplicates = self.count = 0
+        self.kinds: Counter[str] = Counter()
+        self.reaction_t, self.reaction_ms = array("d"), array("d")
+
+    def write(self, event) -> None:
+        with self._lock:
+            self.count += 1
+            self.kinds[event.kind] += 1
+            self._check(event.seq)
+            if event.kind == "action_executed":
+                self.reaction_t.append(event.t_mono)
+                self.reaction_ms.append(float(event.payload.get("frame_age_ms", 0.0)))
+
+    def _check(self, seq: int) -> None:
+        if seq < self.next_seq or seq in self._ahead:
+            self.duplicates += 1
+            return
+        self._ahead.add(seq)
+        if len(self._ahead) > REORDER_WINDOW:  # next_seq never came: it is missing
+            low = min(self._ahead)
+            self.gaps += low - self.next_seq
+            self.next_seq = low
+        while self.next_seq in self._ahead:
+            self._ahead.remove(self.next_seq)
+            self.next_seq += 1
+
+    def seq_gaps(self) -> int:
+        """Numbers below the highest one seen that never arrived."""
+        with self._lock:
+            missing = (max(self._ahead) + 1 - self.next_seq - len(self._ahead)) if self._ahead else 0
+            return self.gaps + missing
+
+
+class Sampler:
+    """Process RSS (MB) and KV pages in use, once a second, on its own thread."""
+
+    def __init__(self, store, period_s: float = 1.0):
+        self.store, self.period_s = store, period_s
+        self.samples: list[tuple[float, float, int]] = []  # (t_mono, rss_mb, kv_pages)
+        self._process = psutil.Process()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="soak-sampler", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def sample(self) -> tuple[float, float, int]:
+        s = (time.monotonic(), self._process.memory_info().rss / 2**20, self.store.used_pages)
+        self.samples.append(s)
+        return s
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.period_s):
+            self.sample()
+
+
+# ------------------------------------------------------------------------- the scripted user
+
+
+@dataclass
+class SoakTrial(BargeInTrial):
+    """One scripted phrase (offset_s: its onset after the commentary became audible): a barge-in when commentary
+    was audible as it began, else only a voice command."""
+
+    t_s: float = 0.0  # onset, seconds into the session
+    during_commentary: bool = False
+    onset_to_detection_ms: float | None = None
+    onset_to_silence_ms: float | None = None
+    vad_audio_ms: float | None = None  # of that, speech the VAD heard before it fired (its own stream time)
+
+
+class Director:
+    """Speaks the script into the microphone and measures each barge-in.
+
+    Every phrase is a voice command, and each bumps the session generation, which stops the remark being decoded:
+    phrases spoken on a fixed beat would leave the agent no time to say anything. So after each phrase the director
+    keeps quiet for `every_s`, then speaks the next one as soon as commentary is audible (a barge-in), or after
+    PATIENCE * every_s more without commentary (a voice command only)."""
+
+    def __init__(self, voice: VoiceIO, mic: ScriptedMicrophone, speaker: SoakSpeaker, phrases: dict, *,
+                 every_s: float, seed: int, t0: float, sampler: Sampler, progress):
+        self.voice, self.mic, self.speaker, self.phrases = voice, mic, speaker, phrases
+        self.every_s, self.t0, self.sampler, self.progress = every_s, t0, sampler, progress
+        self.rng = np.random.default_rng(seed)
+        self.trials: list[SoakTrial] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="soak-director", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        _wait(lambda: self._stop.is_set() or self.mic.t_origin is not None, 10.0)
+        for i in itertools.count():
+            phrase = SCRIPT[i % len(SCRIPT)]
+            # speak over the commentary when it sounds (remarks are short: right after they start)
+            heard = _wait(lambda: self._stop.is_set() or self.speaker.audible, PATIENCE * self.every_s)
+            if self._stop.is_set():
+                return
+            heard_at = time.monotonic()
+            if heard:
+                time.sleep(float(self.rng.uniform(0.03, 0.15)))
+            trial = self._one(phrase, heard_at, during_commentary=heard and self.speaker.audible)
+            if trial is not None:
+                self.trials.append(trial)
+                self._report(trial)
+            if self._stop.wait(self.every_s):
+                return
+
+    def _one(self, phrase: str, heard_at: float, during_commentary: bool) -> SoakTrial | None:
+        controller, pipeline = self.voice.controller, self.voice.pipeline
+        n_records = len(controller.records)
+        onset_sample = self.mic.say(self.phrases[phrase])
+        onset = self.mic.sample_time(onset_sample)
+        trial = SoakTrial(phrase, round(onset - heard_at, 3) if during_commentary else 0.0,
+                          t_s=round(onset - self.t0, 2), during_commentary=during_commentary)
+        settled = _wait(lambda: self._stop.is_set() or (
+            not self.mic.injecting and not pipeline.vad.in_speech
+            and all(r.outcome != "pending" for r in controller.records[n_records:])), 8.0)
+        if self._stop.is_set():
+            return None  # the session ended mid-phrase: nothing to measure
+        if not settled:  # still "hearing" 8 s on: the listener fell behind (see mic_overruns)
+            trial.outcome = "unsettled"
+            return trial
+        time.sleep(2 * SPEAKER_BLOCK / SPEAKER_RATE)  # the silent blocks after the interruption
+        record = next((r for r in controller.records[n_records:] if r.detected_wall >= onset), None)
+        if record is None:
+            trial.outcome = "missed" if during_commentary else "command_only"
+            return trial
+        _measure(trial, record, self.voice.playback, self.speaker)
+        trial.onset_to_detection_ms = (record.detected_wall - onset) * 1000.0
+        if self.voice.mic_blocks_dropped == 0:  # the VAD's stream time is the microphone's sample count
+            trial.vad_audio_ms = record.detected_ms - onset_sample * 1000.0 / MIC_RATE
+        if trial.detection_to_silence_ms is not None:
+            trial.onset_to_silence_ms = trial.onset_to_detection_ms + trial.detection_to_silence_ms
+        return trial
+
+    def _report(self, trial: SoakTrial) -> None:
+        _, rss, pages = self.sampler.samples[-1] if self.sampler.samples else (0.0, 0.0, 0)
+        if trial.onset_to_silence_ms is not None:
+            what = (f"barge-in {trial.outcome}: onset -> silence {trial.onset_to_silence_ms:.0f} ms "
+                    f"(detection -> silence {trial.detection_to_silence_ms:.0f} ms)")
+        else:
+            what = {"missed": "commentary ended before the barge-in was detected",
+                    "command_only": "no commentary playing: a voice command only",
+                    "unsettled": "the listener had not finished with it 8 s later"}.get(trial.outcome, trial.outcome)
+        self.progress(f"{trial.t_s:6.1f} s {trial.phrase!r}: {what}; rss {rss:.0f} MB, kv {pages} pages")
+
+
+# ------------------------------------------------------------------------- the run
+
+
+def run_soak(env, runtime, *, seconds: float, seed: int = 0, mode: str = "immediate", every_s: float = EVERY_S,
+             progress=default_progress) -> dict:
+    """Play `seconds` of real time with the scripted voice; returns the summary (JSON-ready).
+
+    SIGINT/SIGTERM stop it after the current engine step: the signals.Interrupted raised carries the summary
+    of what was measured so far as `soak_result` (with complete false)."""
+    phrases = synthesize_phrases()
+    generation = SessionGeneration()
+    sink = SoakEvents()
+    bus = EventBus("soak", clock="realtime", keep=False)
+    bus.sinks.append(sink)
+    mic, speaker = ScriptedMicrophone(seed), SoakSpeaker()
+    voice = VoiceIO(generation, mode=mode, device_free=True, bus=bus,
+                    open_input=mic.connect, open_output=speaker.connect)
+    voice.pipeline.run(phrases["turn left"])  # warm up ONNX and the recognizer off the clock
+    voice.pipeline.reset()
+    sampler = Sampler(runtime.store)
+    t0 = time.monotonic()
+    director = Director(voice, mic, speaker, phrases, every_s=every_s, seed=seed, t0=t0, sampler=sampler,
+                        progress=progress)
+    progress(f"soak: {seconds / 60:g} min of real-time play; a scripted phrase over the agent's commentary "
+             f"{every_s:g} s or more after the last one (barge-in mode {mode}); Ctrl-C stops it and keeps what was "
+             "measured")
+    sampler.start()
+    director.start()
+    live, stopped = None, None
+    try:
+        live = run_live(env, runtime, seconds=seconds, voice=voice, generation=generation, bus=bus)
+    except signals.Interrupted as e:
+        stopped = e
+    finally:
+        t1 = time.monotonic()
+        director.stop()
+        sampler.stop()
+    result = summarize(sampler.samples, sink, director.trials, t0, t1)
+    result.update(mode=mode, seed=seed, every_s=every_s, complete=live is not None, live=live,
+                  kv_pool_pages=runtime.store.num_pages)
+    if stopped is not None:
+        stopped.soak_result = result
+        raise stopped
+    return result
+
+
+# ------------------------------------------------------------------------- the report
+
+
+def _fifths(t0: float, t1: float) -> tuple[tuple[float, float], tuple[float, float]]:
+    fifth = (t1 - t0) / 5.0
+    return (t0, t0 + fifth), (t1 - fifth, t1 + 1e-9)
+
+
+def _growth_pct(first, last) -> float | None:
+    return None if first is None or last is None or first <= 0 else (last - first) / first * 100.0
+
+
+def _within(last, first, pct: float) -> bool | None:
+    return None if first is None or last is None else last <= first * (1.0 + pct / 100.0)
+
+
+def _memory(samples, first, last) -> dict:
+    def median(values):
+        return float(np.median(values)) if values else None
+
+    out = {}
+    for name, col in (("rss_mb", 1), ("kv_pages", 2)):
+        a = median([s[col] for s in samples if first[0] <= s[0] < first[1]])
+        b = median([s[col] for s in samples if last[0] <= s[0] < last[1]])
+        out.update({f"{name}_first_fifth": a, f"{name}_last_fifth": b, f"{name}_max": max((s[col] for s in samples),
+                                                                                            default=None)})
+    out["rss_growth_pct"] = _growth_pct(out["rss_mb_first_fifth"], out["rss_mb_last_fifth"])
+    out["kv_growth_pct"] = _growth_pct(out["kv_pages_first_fifth"], out["kv_pages_last_fifth"])
+    return out
+
+
+def _latencies(sink: SoakEvents, trials: list[SoakTrial], t0: float, first, last) -> dict:
+    rt, rms = np.frombuffer(sink.reaction_t, float), np.frombuffer(sink.reaction_ms, float)
+    barge = [t for t in trials if t.onset_to_silence_ms is not None]
+
+    def in_fifth(fifth, times):
+        return (times >= fifth[0]) & (times < fifth[1])
+
+    def barge_p95(fifth):
+        return percentile([t.onset_to_silence_ms for t in barge if fifth[0] <= t0 + t.t_s < fifth[1]], 95)
+
+    onset = spread([t.onset_to_silence_ms for t in barge], (50, 95))
+    detection = spread([t.detection_to_silence_ms for t in barge], (50, 95))
+    return {
+        "reaction_ms_p50": percentile(rms, 50), "reaction_ms_p95": percentile(rms, 95),
+        "reaction_ms_p95_first_fifth": percentile(rms[in_fifth(first, rt)], 95),
+        "reaction_ms_p95_last_fifth": percentile(rms[in_fifth(last, rt)], 95),
+        "barge_ins": len(barge),
+        "barge_ins_attempted": sum(t.during_commentary for t in trials),
+        "barge_ins_missed": sum(t.outcome == "missed" for t in trials),
+        "voice_phrases": len(trials),
+        "barge_in_ms_p50": onset["p50"], "barge_in_ms_p95": onset["p95"], "barge_in_ms_max": onset["max"],
+        "barge_in_ms_p95_first_fifth": barge_p95(first), "barge_in_ms_p95_last_fifth": barge_p95(last),
+        "barge_in_detection_ms_p50": detection["p50"], "barge_in_detection_ms_p95": detection["p95"],
+        "onset_to_detection_ms_p50": percentile([t.onset_to_detection_ms for t in barge], 50),
+        "onset_to_detection_ms_p95": percentile([t.onset_to_detection_ms for t in barge], 95),
+        "vad_audio_ms_p50": percentile([t.vad_audio_ms for t in barge if t.vad_audio_ms is not None], 50),
+    }
+
+
+def summarize(samples, sink: SoakEvents, trials: list[SoakTrial], t0: float, t1: float) -> dict:
+    """The report: memory and latencies first fifth vs last fifth, sequence gaps, counters and pass flags."""
+    first, last = _fifths(t0, t1)
+    result = {"seconds": round(t1 - t0, 1), **_memory(samples, first, last),
+              **_latencies(sink, trials, t0, first, last),
+              "events": sink.count, "seq_gaps": sink.seq_gaps(), "seq_duplicates": sink.duplicates,
+              "actions_executed": sink.kinds["action_executed"], "actions_fenced": sink.kinds["action_fenced"],
+              "frames_dropped": sink.kinds["frame_dropped"], "mic_overruns": sink.kinds["mic_overrun"],
+              "audio_device_losses": sink.kinds["audio_device_lost"]}
+    result["targets"] = {"rss_growth_pct_below": TARGET_RSS_GROWTH_PCT, "seq_gaps": 0,
+                         "barge_in_ms_p95_at_most": TARGET_BARGE_IN_P95_MS,
+                         "last_fifth_p95_within_pct_of_first": TARGET_DRIFT_PCT}
+    g, b95 = result["rss_growth_pct"], result["barge_in_ms_p95"]
+    flags = {
+        "passed_rss_growth": None if g is None else g < TARGET_RSS_GROWTH_PCT,
+        "passed_seq_gaps": result["seq_gaps"] == 0 and result["seq_duplicates"] == 0,
+        "passed_barge_in_p95": None if b95 is None else b95 <= TARGET_BARGE_IN_P95_MS,
+        "passed_reaction_drift": _within(result["reaction_ms_p95_last_fifth"], result["reaction_ms_p95_first_fifth"],
+                                         TARGET_DRIFT_PCT),
+        "passed_barge_in_drift": _within(result["barge_in_ms_p95_last_fifth"], result["barge_in_ms_p95_first_fifth"],
+                                         TARGET_DRIFT_PCT),
+    }
+    result.update(flags, passed=all(v is True for v in flags.values()))
+    result["samples"] = [[round(t - t0, 2), round(rss, 1), pages] for t, rss, pages in samples]
+    result["reaction_series"] = _thin([(t - t0, ms) for t, ms in zip(sink.reaction_t, sink.reaction_ms)], 2000)
+    result["trials"] = [dict(vars(t)) for t in trials]
+    result["events_by_kind"] = dict(sink.kinds)
+    return result
+
+
+def _thin(points: list[tuple[float, float]], n: int) -> list[list[float]]:
+    """At most about n points, evenly spaced (the plot needs no more)."""
+    step = max(1, len(points) // n)
+    return [[round(t, 2), round(v, 1)] for t, v in points[::step]]
+
+
+def plot_soak(result: dict, path, title: str) -> None:
+    """RSS, KV pages and latencies over the session, fifth boundaries dotted."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    samples = np.asarray(result["samples"], float).reshape(-1, 3)
+    fig, (ax1, ax2, ax3) = plt.subplots(3, 1, figsize=(8, 7), dpi=110, sharex=True)
+    ax1.plot(samples[:, 0] / 60, samples[:, 1], color="tab:red", lw=1)
+    ax1.set_ylabel("process RSS (MB)")
+    ax2.plot(samples[:, 0] / 60, samples[:, 2], color="tab:blue", lw=1)
+    ax2.set_ylabel("KV pages in use")
+    reaction = np.asarray(result["reaction_series"], float).reshape(-1, 2)
+    ax3.plot(reaction[:, 0] / 60, reaction[:, 1], ".", ms=2, color="tab:gray", label="reaction (frame age)")
+    barge = [(t["t_s"], t["onset_to_silence_ms"]) for t in result["trials"] if t["onset_to_silence_ms"] is not None]
+    if barge:
+        bt, bm = zip(*barge)
+        ax3.plot(np.asarray(bt) / 60, bm, "o", ms=4, color="tab:orange", label="barge-in onset -> silence")
+    ax3.axhline(TARGET_BARGE_IN_P95_MS, color="tab:orange", ls="--", lw=0.8, label="barge-in target p95")
+    ax3.set_ylabel("ms")
+    ax3.set_xlabel("minutes into the session")
+    ax3.legend(fontsize=7, loc="upper right")
+    for ax in (ax1, ax2, ax3):
+        for k in range(1, 5):
+            ax.axvline(result["seconds"] * k / 5 / 60, color="k", ls=":", lw=0.6)
+    ax1.set_title(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def write_outputs(result: dict, out, title: str, plot: bool = True) -> None:
+    """soak.json (and soak.png) in `out`."""
+    import json
+
+    if plot:
+        result["plot"] = str(out / "soak.png")
+        plot_soak(result, out / "soak.png", title)
+    (out / "soak.json").write_text(json.dumps(result, indent=2, default=str))
+
+
+def print_report(result: dict) -> None:
+    """The human-readable summary: first fifth vs last fifth, then the targets."""
+    def f(v, unit=""):
+        return "n/a" if v is None else f"{v:.0f}{unit}"
+
+    def pct(v):
+        return "n/a" if v is None else f"{v:+.1f}%"
+
+    def ok(flag):
+        return {True: "met", False: "NOT met", None: "n/a"}[flag]
+
+    print(f"soak: {result['seconds']:.0f} s of real-time play{'' if result['complete'] else ' (stopped early)'}, "
+          f"{result['voice_phrases']} voice phrases, {result['barge_ins']} barge-ins measured "
+          f"({result['barge_ins_attempted']} over commentary, {result['barge_ins_missed']} missed)")
+    print("                      first fifth   last fifth   growth")
+    print(f"RSS (MB)              {f(result['rss_mb_first_fifth']):>11s}  {f(result['rss_mb_last_fifth']):>11s}   "
+          f"{pct(result['rss_growth_pct'])}")
+    print(f"KV pages in use       {f(result['kv_pages_first_fifth']):>11s}  {f(result['kv_pages_last_fifth']):>11s}   "
+          f"{pct(result['kv_growth_pct'])}  (pool {result['kv_pool_pages']})")
+    print(f"reaction p95 (ms)     {f(result['reaction_ms_p95_first_fifth']):>11s}  "
+          f"{f(result['reaction_ms_p95_last_fifth']):>11s}")
+    print(f"barge-in p95 (ms)     {f(result['barge_in_ms_p95_first_fifth']):>11s}  "
+          f"{f(result['barge_in_ms_p95_last_fifth']):>11s}")
+    print(f"barge-in from speech onset: p50 {f(result['barge_in_ms_p50'], ' ms')}, p95 {f(result['barge_in_ms_p95'], ' ms')}"
+          f" (onset -> VAD detection p50 {f(result['onset_to_detection_ms_p50'], ' ms')}, of which speech the VAD "
+          f"needed p50 {f(result['vad_audio_ms_p50'], ' ms')}; detection -> silence p95 "
+          f"{f(result['barge_in_detection_ms_p95'], ' ms')})")
+    print(f"events {result['events']}, sequence gaps {result['seq_gaps']}, actions {result['actions_executed']} "
+          f"executed / {result['actions_fenced']} fenced, frames dropped {result['frames_dropped']}, "
+          f"mic overruns {result['mic_overruns']}, audio devices lost {result['audio_device_losses']}")
+    print(f"targets: RSS growth < {TARGET_RSS_GROWTH_PCT:g}% {ok(result['passed_rss_growth'])}; no sequence gaps "
+          f"{ok(result['passed_seq_gaps'])}; barge-in p95 <= {TARGET_BARGE_IN_P95_MS:g} ms from onset "
+          f"{ok(result['passed_barge_in_p95'])}; last-fifth p95 within {TARGET_DRIFT_PCT:g}% of the first: reaction "
+          f"{ok(result['passed_reaction_drift'])}, barge-in {ok(result['passed_barge_in_drift'])}")

@@ -1,0 +1,23 @@
+"""The one percentile summary every latency report uses, so all benchmarks compute "p95" the same way
+(numpy's linear interpolation) and say None, never 0 or NaN, when there was nothing to measure."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """The q-th percentile (q in 0..100) of values, or None when there are none."""
+    if len(values) == 0:
+        return None
+    return float(np.percentile(np.asarray(values, float), q))
+
+
+def summarize(values: Sequence[float], quantiles: Sequence[float] = (50, 95, 99)) -> dict[str, float | None]:
+    """{"p50": ..., "p95": ..., "p99": ..., "min": ..., "max": ...} (one "p<q>" per quantile); all None when empty."""
+    out = {f"p{q:g}": percentile(values, q) for q in quantiles}
+    out["min"] = float(min(values)) if len(values) else None
+    out["max"] = float(max(values)) if len(values) else None
+    return out

@@ -1,0 +1,82 @@
+"""The runtime, assembled once: the model, its KV block pool and runner, the scenario's action grammar.
+
+Every command opens it the same way: `Runtime.open(config, model=..., scenario=...)` loads the model on the
+CPU path this machine gets (or takes one already loaded), opens the scenario's DoomEnv when none is given,
+and builds the pool, the runner and the grammar for that env's buttons. What stays loaded across episodes
+lives here; each episode gets its own world, agent and executor (session_loop.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from agent_runtime.action_grammar import ActionGrammar
+from agent_runtime.config import RunConfig
+from agent_runtime.kv_block_store import KVBlockStore
+from agent_runtime.model_loader import LoadedModel
+from agent_runtime.model_runner import ModelRunner
+
+
+@dataclass
+class Runtime:
+    loaded: LoadedModel
+    store: KVBlockStore
+    runner: ModelRunner
+    grammar: ActionGrammar
+    config: RunConfig
+    env: object = None  # the DoomEnv Runtime.open opened (closed with the runtime), else None
+
+    @property
+    def tokenizer(self):
+        return self.loaded.tokenizer
+
+    @classmethod
+    def open(cls, config: RunConfig, *, model: str | None = None, loaded: LoadedModel | None = None, env=None,
+             scenario: str | None = None, clock: str = "sync", env_seed: int | None = None, threads: int | None = None, adapter: str | None = None,
+             seed: int = 0, window: bool = False, device: str = "cpu", announce: bool = True,
+             warn: bool = True) -> "Runtime":
+        """model/adapter/threads default to the config's; env: play on this DoomEnv instead of opening one."""
+        from agent_runtime.model_loader import load_for_cpu
+
+        if loaded is None:
+            loaded = load_for_cpu(model or config.model.path, dtype=config.model.dtype,
+                                  threads=threads or config.model.threads, seed=seed, announce=announce, warn=warn,
+                                  adapter=adapter if adapter is not None else config.model.adapter)
+        owned = None
+        if env is None:
+            from envs.doom_env import DoomEnv
+
+            env = owned = DoomEnv(scenario or config.scenario, resolution=config.resolution, clock=clock,
+                                  seed=config.seed if env_seed is None else env_seed, window=window)
+        try:
+            runtime = cls.build(loaded, config, env.buttons, scenario=env.scenario, device=device)
+        except BaseException:
+            if owned is not None:
+                owned.close()
+            raise
+        runtime.env = owned
+        return runtime
+
+    @classmethod
+    def build(cls, loaded: LoadedModel, config: RunConfig, buttons: tuple[str, ...], *, scenario: str,
+              device: str = "cpu") -> "Runtime":
+        """device="cuda": model, KV pool and Triton view attention on the GPU (when one exists)."""
+        loaded.model.to(device)
+        dtype = next(loaded.model.parameters()).dtype
+        store = KVBlockStore.for_model(loaded.config, capacity_tokens=config.kv.capacity_tokens,
+                                       page_size=config.kv.page_size, dtype=dtype, device=device)
+        runner = ModelRunner(loaded, store, device=device, backend="triton" if device == "cuda" else "torch")
+        grammar = ActionGrammar(buttons, loaded.tokenizer, scenario=scenario,
+                                default_tics=config.engine.action_hold_tics)
+        return cls(loaded, store, runner, grammar, config)
+
+    def close(self) -> None:
+        if self.env is not None:
+            self.env.close()
+            self.env = None
+
+    def __enter__(self) -> "Runtime":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

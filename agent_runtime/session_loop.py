@@ -1,0 +1,126 @@
+"""The session loop: one loop for every way an agent plays, headless or live, model or not.
+
+A world (SyncWorld: moved by each step's cost on the session clock; RealTimeWorld: runs by itself) and an agent
+(the multi-stream engine, the read-think-act loop, a policy without a model) meet here. Per step:
+  user input (typed, spoken, scripted; what the user heard) → agent.step → the world passes the step's time →
+  the step's actions run (the executor fences stale ones) → the frames read meanwhile go to the agent.
+The loop stops on SIGINT/SIGTERM between two steps, at max_tics or the session's seconds, or when the episode
+ends; a timed live session goes on with the next episode (next_episode names its recording).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from agent_runtime import signals
+from agent_runtime.clocks import RecordedCostsEnded
+from agent_runtime.events import Kind
+from agent_runtime.user_inputs import UserInput
+
+PROGRESS_EVERY_MS = 2000.0
+
+
+@dataclass
+class SessionTotals:
+    episodes: int = 1
+    steps: int = 0
+    start_tic: int = 0
+    end_tic: int = 0
+    user_actions: int = 0  # user commands that acted directly
+    pool_peak_pages: int = 0
+
+
+class SessionLoop:
+    def __init__(self, world, agent, executor, *, generation, inputs=None, bus=None, progress=None, store=None):
+        """progress(report: dict) every couple of seconds of session time (episode, tic, kills, reward, actions);
+        store: the KV pool whose peak use is reported."""
+        self.world, self.agent, self.executor, self.generation = world, agent, executor, generation
+        self.inputs, self.progress, self.store = inputs, progress, store
+        self.bus = None
+        self.use_bus(bus)
+        self.totals = SessionTotals()
+
+    def use_bus(self, bus) -> None:
+        """Events from here on go to `bus` (a timed live session records each episode on its own)."""
+        self.bus = self.agent.bus = self.executor.bus = bus
+        if bus is not None:
+            bus.clock = self.world.clock.name
+
+    def run(self, *, record_path=None, seed=None, max_tics: int | None = None, seconds: float | None = None,
+            next_episode=None) -> SessionTotals:
+        """next_episode(index, start) -> the first frame of episode `index` of a timed session, started by calling
+        start(record_path) (it may switch recordings around that); without it the session ends with its episode."""
+        with signals.stoppable():  # inside, a signal only sets the flag checked between two steps
+            return self._run(record_path, seed, max_tics, seconds, next_episode)
+
+    def _run(self, record_path, seed, max_tics, seconds, next_episode) -> SessionTotals:
+        t = self.totals
+        first = self.world.start(record_path, seed)
+        t.start_tic = first.frame.tic
+        self.agent.push_frame(first)
+        next_report = PROGRESS_EVERY_MS
+        while True:
+            signals.check()  # SIGINT/SIGTERM: stop between two steps
+            if self.world.finished:
+                if next_episode is None or seconds is None:
+                    break
+                self._next_episode(next_episode)
+            now = self.world.clock.now_ms
+            if (max_tics is not None and self.world.tic - t.start_tic >= max_tics) or (
+                    seconds is not None and now >= seconds * 1000.0):
+                break
+            try:
+                self._step(now)
+            except RecordedCostsEnded:
+                break  # a replayed run ended here
+            if self.progress is not None and self.world.clock.now_ms >= next_report:
+                next_report += PROGRESS_EVERY_MS
+                self.progress(self.report())
+        t.end_tic = self.world.tic
+        return t
+
+    def _step(self, now: float) -> None:
+        t = self.totals
+        if self.inputs is not None:
+            self._take_inputs(now)
+        outcome = self.agent.step(now)
+        cost = self.world.pass_step(outcome)
+        if cost is not None and self.bus is not None:
+            self.bus.emit(Kind.CLOCK_ADVANCE, "engine", generation=self.generation.current, tic=self.world.tic,
+                          sim_ms=now, step=t.steps, cost_ms=cost)
+        for action in outcome.actions:
+            self.executor.execute(action, self.world.clock.now_ms)
+        for timed in self.world.take_frames():
+            self.agent.push_frame(timed)
+        t.steps += 1
+        if self.store is not None:
+            t.pool_peak_pages = max(t.pool_peak_pages, self.store.used_pages)
+
+    def _take_inputs(self, now: float) -> None:
+        for text in self.inputs.take_heard():
+            self.agent.commit_heard(text)
+        for item in self.inputs.take(self.totals.steps):
+            self.submit(item, now)
+
+    def submit(self, item: UserInput, now: float) -> None:
+        """One user input: recorded (in the generation it arrived in), then it interrupts; a command acts at once."""
+        if self.bus is not None:
+            self.bus.emit(Kind.USER_INPUT, "user", generation=self.generation.current, tic=self.world.tic,
+                          sim_ms=now, step=self.totals.steps, text=item.text,
+                          command=item.command.text if item.command else None)
+        direct = self.agent.push_user_text(item.text, now, item.command)
+        if direct is not None:
+            self.executor.execute(direct, now)
+            self.totals.user_actions += 1
+
+    def _next_episode(self, next_episode) -> None:
+        """A timed live session keeps playing: the next episode starts at once."""
+        first = next_episode(self.totals.episodes, self.world.start)
+        self.agent.new_episode()
+        self.agent.push_frame(first)
+        self.totals.episodes += 1
+
+    def report(self) -> dict:
+        env = self.world.env
+        return {"episode": self.totals.episodes - 1, "tic": self.world.tic, "kills": env.kills,
+                "reward": self.world.reward, "actions": self.executor.stats.executed}

@@ -1,0 +1,102 @@
+"""The action stream: one decision per new frame, over a view of everything the agent holds.
+
+"score" decides a command in ONE forward: the action prompt plus one scratch branch per command prefix, all
+over the same view (exact: the prompt's KV is written before the branches attend). "decode" walks the grammar
+token by token and lets the model choose a tic count. The chosen command's tokens join the action log, whose
+own block rolls over every `decisions_per_block` decisions. A decision begun in an older generation (the user
+interrupted) is abandoned.
+"""
+
+from __future__ import annotations
+
+from agent_runtime.action_executor import Action
+from agent_runtime.model_runner import StreamInput
+from agent_runtime.streams.stream import StepPlan, Stream
+from agent_runtime.view import View
+
+DECISION_MODES = ("score", "decode")
+
+
+class ActionStream(Stream):
+    role = "action"
+
+    def __init__(self, store, sections, grammar, scorer, prompt: list[int], frames, *, mode: str,
+                 decisions_per_block: int, on_change, on_decision, stats, emit):
+        if mode not in DECISION_MODES:
+            raise ValueError(f"decision_mode must be 'score' or 'decode', not {mode!r}")
+        self.sections, self.grammar, self.scorer, self.prompt, self.frames = sections, grammar, scorer, prompt, frames
+        self.mode, self.decisions_per_block = mode, decisions_per_block
+        self.on_change, self.on_decision, self.stats, self.emit = on_change, on_decision, stats, emit
+        self.view = View(store, name="action")
+        self.view.start_own("actions")
+        self.decoder = None  # decode mode: the grammar walk under way
+        self.unfed: list[int] = []  # the chosen command's tokens, fed with the next row
+        self.frame = None
+        self.generation = 0
+        self.decisions_in_block = 0
+        self.last_frame_tic = -1
+
+    def expire(self, now_ms: float, generation: int) -> None:
+        if self.decoder is not None and self.generation != generation:
+            self.decoder, self.unfed = None, []
+            self.stats.decisions_abandoned += 1
+
+    def schedule(self, plan: StepPlan) -> None:
+        if self.decoder is not None:  # decode mode, mid-command: feed the chosen tokens, get the next branch
+            plan.add(self, StreamInput(self.view, self._take_unfed(), logits="last"))
+            return
+        newest = self.frames.newest_in_view()
+        if newest is None or newest.frame.tic <= self.last_frame_tic:
+            if self.unfed:  # the tail of the last command, so other streams see it whole
+                plan.add(self, StreamInput(self.view, self._take_unfed(), logits="none"))
+            return
+        if self.decisions_in_block >= self.decisions_per_block:
+            self._roll_over()
+        self.frame, self.generation, self.last_frame_tic = newest, plan.generation, newest.frame.tic
+        if self.mode == "decode":
+            self.decoder = self.grammar.start()
+            plan.add(self, StreamInput(self.view, self._take_unfed() + self.prompt + self.decoder.forced_prefix()))
+            return
+        plan.add(self, StreamInput(self.view, self._take_unfed() + self.prompt, logits="last"))
+        for branch in self.scorer.branch_inputs(self.view):
+            plan.add(self, branch, role=branch.view.name, scratch=True)
+
+    def postprocess(self, logits: list, plan: StepPlan) -> Action | None:
+        if logits[0] is None:
+            return None
+        if self.mode == "score":
+            command, self.unfed = self.scorer.best(logits[0], logits[1:])
+        else:
+            if self.decoder is None:
+                return None
+            self.unfed = self.decoder.choose(logits[0])
+            command = self.decoder.done
+            if command is None:
+                return None
+            self.decoder = None
+        self.decisions_in_block += 1
+        self.stats.decisions += 1
+        if self.on_decision is not None:
+            self.on_decision(self.view.token_ids(), self.frame, command)
+        tic = self.frame.frame.tic
+        self.emit("action_emitted", "action", generation=self.generation, tic=tic, sim_ms=plan.now_ms,
+                  command=command.text, frame_tic=tic)
+        return Action(command, self.generation, tic, self.frame.read_ms, plan.now_ms)
+
+    def restart(self) -> None:
+        """A new episode: tics start over."""
+        self.last_frame_tic = -1
+
+    def _take_unfed(self) -> list[int]:
+        tokens, self.unfed = self.unfed, []
+        return tokens
+
+    def _roll_over(self) -> None:
+        block = self.view.detach_own()
+        self.view.start_own("actions")
+        self.sections.add("actions", block)
+        self.decisions_in_block = 0
+        self.on_change()
+
+    def close(self) -> None:
+        self.view.close()

@@ -1,0 +1,120 @@
+"""Frames in: each new frame is prefilled into a block of its own, and leaves the views when it is too old.
+
+Only the newest pending frame is worth prefilling; older pending ones are dropped as superseded, and any
+frame older than the frame-age bound (TimeBounds) is dropped before prefill or evicted from the views, all
+counted. The own status (health, ammo), which changes rarely, gets a block of its own only when it changed.
+A frame block is prefilled on its own: it attends only to itself.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+from envs.observation_text import encode_seen, encode_status
+
+from agent_runtime.kv_block_store import Block
+from agent_runtime.model_runner import StreamInput
+from agent_runtime.prompts import FRAME_PREFIX, STATUS_PREFIX
+from agent_runtime.recording.recording import screen_hash
+from agent_runtime.streams.stream import StepPlan, Stream
+from agent_runtime.sync_world import TimedFrame
+from agent_runtime.time_bounds import TimeBounds
+from agent_runtime.view import View
+
+
+@dataclass
+class FrameEntry:
+    block: Block
+    timed: TimedFrame
+
+
+class FrameStream(Stream):
+    role = "frame"
+
+    def __init__(self, store, sections, encode, bounds: TimeBounds, *, stats, emit, listened):
+        self.store, self.sections, self.encode, self.bounds = store, sections, encode, bounds
+        self.stats, self.emit, self.listened = stats, emit, listened
+        self.pending: deque[TimedFrame] = deque()
+        self.in_view: deque[FrameEntry] = deque()
+        self.status_text: str | None = None  # what the newest status block says
+
+    def push(self, timed: TimedFrame) -> None:
+        self.pending.append(timed)
+        if self.listened():  # the hash is for recordings: skip it when nobody listens
+            frame = timed.frame
+            self.emit("frame_read", "frames", tic=frame.tic, sim_ms=timed.read_ms, read_ms=timed.read_ms,
+                      screen_hash=screen_hash(frame.screen) if frame.screen is not None else None)
+
+    def newest(self) -> TimedFrame | None:
+        if self.pending:
+            return self.pending[-1]
+        return self.newest_in_view()
+
+    def newest_in_view(self) -> TimedFrame | None:
+        return self.in_view[-1].timed if self.in_view else None
+
+    def expire(self, now_ms: float, generation: int) -> None:
+        kept = deque()
+        for timed in self.pending:
+            if self.bounds.frame_stale(timed.read_ms, now_ms):
+                self._dropped(timed, now_ms, "stale")
+            else:
+                kept.append(timed)
+        while len(kept) > 1:  # only the newest pending frame is worth prefilling; older ones are superseded
+            self._dropped(kept.popleft(), now_ms, "superseded")
+        self.pending = kept
+        while self.in_view and self.bounds.frame_stale(self.in_view[0].timed.read_ms, now_ms):
+            self._evict_oldest()
+
+    def schedule(self, plan: StepPlan) -> None:
+        """The newest pending frame (and its status when it changed) goes first, whatever the budget."""
+        if not self.pending:
+            return
+        timed = self.pending.pop()
+        status_tokens = self._schedule_status(timed, plan)
+        tokens = self.encode(FRAME_PREFIX + encode_seen(timed.frame))
+        block = self.store.create(f"frame{timed.frame.tic}")
+        plan.add(self, StreamInput(View(self.store, own=block, name="frame"), tokens, logits="none"), scratch=True)
+        plan.budget -= len(tokens) + status_tokens
+        self.in_view.append(FrameEntry(block, timed))
+        self._publish()
+        self.stats.frames_prefilled += 1
+        self.emit("frame_prefilled", "frames", tic=timed.frame.tic, sim_ms=plan.now_ms,
+                  age_ms=plan.now_ms - timed.read_ms, tokens=len(tokens), status_tokens=status_tokens)
+        while len(self.in_view) > self.sections.caps["frames"]:
+            self._evict_oldest()
+
+    def _schedule_status(self, timed: TimedFrame, plan: StepPlan) -> int:
+        text = encode_status(timed.frame)
+        if text == self.status_text:
+            return 0
+        tokens = self.encode(STATUS_PREFIX + text)
+        block = self.store.create("status")
+        plan.add(self, StreamInput(View(self.store, own=block, name="status"), tokens, logits="none"),
+                 role="status", scratch=True)
+        self.status_text = text
+        self.sections.add("status", block)
+        return len(tokens)
+
+    def clear(self) -> None:
+        """The game restarted: old frames leave the views (tics start over)."""
+        while self.in_view:
+            self._evict_oldest()
+        self.pending.clear()
+
+    def _evict_oldest(self) -> None:
+        self.store.release(self.in_view.popleft().block)
+        self._publish()
+
+    def _publish(self) -> None:
+        """The frames section is the frames in view (their blocks are this stream's to release)."""
+        self.sections["frames"] = [e.block for e in self.in_view]
+
+    def _dropped(self, timed: TimedFrame, now_ms: float, reason: str) -> None:
+        self.stats.frames_dropped += 1
+        self.emit("frame_dropped", "frames", tic=timed.frame.tic, sim_ms=now_ms, age_ms=now_ms - timed.read_ms,
+                  reason=reason)
+
+    def close(self) -> None:
+        self.clear()

@@ -1,0 +1,53 @@
+"""The Thinker: free-running thought, one token a step in the shared forward, in paragraphs.
+
+Its own block rolls over at each paragraph's end (a newline, the end token or the paragraph budget): the
+finished paragraph, sealed, joins the thoughts section every view reads; the newest few stay in view.
+"""
+
+from __future__ import annotations
+
+from agent_runtime.model_runner import StreamInput
+from agent_runtime.streams.stream import StepPlan, Stream
+from agent_runtime.view import View
+
+
+class ThinkerStream(Stream):
+    role = "thinker"
+
+    def __init__(self, store, sections, tokenizer, prompt: list[int], *, paragraph_tokens: int, end_tokens,
+                 sample, on_change, stats, emit):
+        self.sections, self.tok, self.prompt = sections, tokenizer, prompt
+        self.paragraph_budget, self.end_tokens, self.sample = paragraph_tokens, end_tokens, sample
+        self.on_change, self.stats, self.emit = on_change, stats, emit
+        self.view = View(store, name="thinker")
+        self.view.start_own("thought")
+        self.pending = list(prompt)
+        self.paragraph_tokens = 0
+
+    def schedule(self, plan: StepPlan) -> None:
+        plan.add(self, StreamInput(self.view, self.pending, logits="last"))
+
+    def postprocess(self, logits: list, plan: StepPlan):
+        self.stats.thinker_tokens += 1
+        token = self.sample(logits[0])
+        self.paragraph_tokens += 1
+        text = self.tok.decode([token])
+        if token in self.end_tokens or "\n" in text or self.paragraph_tokens >= self.paragraph_budget:
+            self._end_paragraph(plan.now_ms)
+        else:
+            self.pending = [token]
+            self.emit("token", "thinker", sim_ms=plan.now_ms, token=token, text=text)
+
+    def _end_paragraph(self, now_ms: float) -> None:
+        block = self.view.detach_own()
+        block.sealed = True
+        self.view.start_own("thought")
+        self.sections.add("thoughts", block)
+        self.stats.thinker_paragraphs += 1
+        self.emit("thinker_paragraph", "thinker", sim_ms=now_ms, text=self.tok.decode(block.token_ids))
+        self.pending = list(self.prompt)
+        self.paragraph_tokens = 0
+        self.on_change()
+
+    def close(self) -> None:
+        self.view.close()
