@@ -285,6 +285,41 @@ def load_for_cpu(spec: str | None = None, *, dtype: str = "auto", threads: int |
     return loaded
 
 
+def _resolve_dtype(dtype: str) -> str:
+    """"auto": the precision this machine's CPU path chose; otherwise one of DTYPES."""
+    if dtype == "auto":
+        from agent_runtime.cpu_path import cpu_path
+
+        dtype = cpu_path(threads=torch.get_num_threads()).dtype
+    if dtype not in DTYPES:
+        raise UserError(f"unknown dtype '{dtype}': use auto or one of {', '.join(DTYPES)}")
+    return dtype
+
+
+def _load_from_path(path: Path, torch_dtype):
+    """(model, tokenizer) from a .gguf file or a transformers safetensors directory; UserError when unreadable."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    try:
+        if path.is_file():
+            if path.suffix != ".gguf":
+                raise UserError(f"model file {path} is not a .gguf file; pass a GGUF file or a safetensors directory")
+            from transformers import GgufConfig
+
+            tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+            model = AutoModelForCausalLM.from_pretrained(
+                path.parent, gguf_file=path.name, dtype=torch_dtype,
+                quantization_config=GgufConfig(gguf_file=path.name, dequantize=True))
+            return model, tokenizer
+        if not (path / "config.json").is_file():
+            raise UserError(f"model directory {path} has no config.json; pass a transformers safetensors directory")
+        return AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype), AutoTokenizer.from_pretrained(path)
+    except UserError:
+        raise
+    except (OSError, ValueError) as e:
+        raise UserError(f"could not load model from {path}: {first_line(e)}") from None
+
+
 def load_model(spec: str | None = None, *, dtype: str = "auto", seed: int = 0, tokenizer: bool = True,
                adapter: str | None = None) -> LoadedModel:
     """spec: None (embedded default), a directory with config.json + safetensors, a .gguf file, or tiny:<arch>.
@@ -301,52 +336,24 @@ def load_model(spec: str | None = None, *, dtype: str = "auto", seed: int = 0, t
     from transformers import AutoModelForCausalLM
 
     _quiet_transformers()
-    if dtype == "auto":
-        from agent_runtime.cpu_path import cpu_path
-
-        dtype = cpu_path(threads=torch.get_num_threads()).dtype
-    if dtype not in DTYPES:
-        raise UserError(f"unknown dtype '{dtype}': use auto or one of {', '.join(DTYPES)}")
+    dtype = _resolve_dtype(dtype)
     torch_dtype = DTYPES[dtype]
     if spec is not None and spec.startswith(TINY_PREFIX):
-        config = tiny_config(spec[len(TINY_PREFIX) :])
+        config = tiny_config(spec[len(TINY_PREFIX):])
         model = AutoModelForCausalLM.from_config(config, dtype=torch_dtype)
         _portable_init(model, seed, std=config.initializer_range)
         model_id = spec
         tokenizer = load_tokenizer() if tokenizer else None
     elif spec is None and info is not None:
         return _load_merged_embedded(info, dtype)
+    elif spec is None:
+        model_id = EMBEDDED_MODEL_ID
+        model, tokenizer = _load_from_path(embedded_model_dir(), torch_dtype)
     else:
-        if spec is None:
-            path, model_id = embedded_model_dir(), EMBEDDED_MODEL_ID
-        else:
-            path, model_id = Path(spec).expanduser(), str(spec)
-            if not path.exists():
-                raise UserError(f"model path does not exist: {path} (pass a safetensors directory, a .gguf file or tiny:llama)")
-        try:
-            if path.is_file():
-                if path.suffix != ".gguf":
-                    raise UserError(f"model file {path} is not a .gguf file; pass a GGUF file or a safetensors directory")
-                from transformers import AutoTokenizer, GgufConfig
-
-                tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
-                model = AutoModelForCausalLM.from_pretrained(
-                    path.parent,
-                    gguf_file=path.name,
-                    dtype=torch_dtype,
-                    quantization_config=GgufConfig(gguf_file=path.name, dequantize=True),
-                )
-            else:
-                if not (path / "config.json").is_file():
-                    raise UserError(f"model directory {path} has no config.json; pass a transformers safetensors directory")
-                from transformers import AutoTokenizer
-
-                tokenizer = AutoTokenizer.from_pretrained(path)
-                model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype)
-        except UserError:
-            raise
-        except (OSError, ValueError) as e:
-            raise UserError(f"could not load model from {path}: {first_line(e)}") from None
+        path, model_id = Path(spec).expanduser(), str(spec)
+        if not path.exists():
+            raise UserError(f"model path does not exist: {path} (pass a safetensors directory, a .gguf file or tiny:llama)")
+        model, tokenizer = _load_from_path(path, torch_dtype)
     check_supported(model.config)
     base_hash = _weight_hash(model)
     if info is not None:

@@ -148,90 +148,72 @@ class ModelRunner:
         """One forward for all streams. New KV of every stream is written before any attention reads."""
         if not inputs:
             return StepResult(logits=[], num_tokens=0)
+        owners = self._owners(inputs)
+        pending = {id(o): len(inp.tokens) for o, inp in zip(owners, inputs)}  # written in this same forward
+        rows = _BatchRows()
+        views_chunks = [self._add_stream(rows, v_index, inp, pending) for v_index, inp in enumerate(inputs)]
+        ctx = self._step_context(ViewLayout.build(views_chunks, rows.queries, device=self.device), rows)
+        ids = torch.tensor([rows.token_ids], device=self.device)
+        pos = torch.tensor([rows.positions], device=self.device)
+        keep_t = torch.tensor(rows.keep if rows.keep else [0], device=self.device)
+        with step_kernels(self.kernels, len(rows.token_ids)) if self.kernels else contextlib.nullcontext():
+            out = self.model(input_ids=ids, position_ids=pos, use_cache=False, logits_to_keep=keep_t,
+                             doom_view_step=ctx)
+        self.forwards += 1
+        for own, inp in zip(owners, inputs):
+            self.store.commit(own, inp.tokens)
+        return StepResult(logits=_split_logits(out.logits[0].float().cpu(), inputs),  # samplers run on the CPU
+                          num_tokens=len(rows.token_ids), batch=[(inp.view.name, len(inp.tokens)) for inp in inputs])
+
+    @staticmethod
+    def _owners(inputs: list[StreamInput]) -> list:
         owners = [inp.view.own for inp in inputs]
         if any(o is None for o in owners):
             raise ValueError("every stream in a batch needs an own block to write to (View.start_own)")
         if len({id(o) for o in owners}) != len(owners):
             raise ValueError("two streams in one batch write the same block")
-        pending: dict[int, int] = {id(o): len(inp.tokens) for o, inp in zip(owners, inputs)}
+        return owners
 
-        token_ids, positions, slots, queries, keep = [], [], [], [], []
-        views_chunks = []
-        for v_index, inp in enumerate(inputs):
-            n = len(inp.tokens)
-            if n == 0:
-                raise ValueError(f"stream {inp.view.name!r} has no new tokens")
-            own = inp.view.own
-            start = own.length
-            slots.append(self.store.reserve_slots(own, n))
-            chunks, own_offset, offset = [], 0, 0
-            for block in inp.view.ordered():
-                length = block.length + pending.get(id(block), 0)
-                if block is own:
-                    own_offset = offset
-                for slot, count, local in self.store.chunks(block, length):
-                    chunks.append((slot, count, offset + local, offset))
-                offset += length
-            views_chunks.append(chunks)
-            first_row = len(token_ids)
-            for i in range(n):
-                token_ids.append(int(inp.tokens[i]))
-                positions.append(start + i)
-                queries.append((v_index, own_offset + start + i, own_offset))
-            if inp.logits == "last":
-                keep.append(first_row + n - 1)
-            elif inp.logits == "all":
-                keep.extend(range(first_row, first_row + n))
+    def _add_stream(self, rows: "_BatchRows", v_index: int, inp: StreamInput, pending: dict) -> list:
+        """The stream's rows (tokens, positions, queries, kept logits) and the chunks its view reads."""
+        n = len(inp.tokens)
+        if n == 0:
+            raise ValueError(f"stream {inp.view.name!r} has no new tokens")
+        own = inp.view.own
+        start = own.length
+        rows.slots.append(self.store.reserve_slots(own, n))
+        chunks, own_offset, offset = [], 0, 0
+        for block in inp.view.ordered():
+            length = block.length + pending.get(id(block), 0)
+            if block is own:
+                own_offset = offset
+            for slot, count, local in self.store.chunks(block, length):
+                chunks.append((slot, count, offset + local, offset))
+            offset += length
+        first_row = len(rows.token_ids)
+        for i in range(n):
+            rows.token_ids.append(int(inp.tokens[i]))
+            rows.positions.append(start + i)
+            rows.queries.append((v_index, own_offset + start + i, own_offset))
+        if inp.logits == "last":
+            rows.keep.append(first_row + n - 1)
+        elif inp.logits == "all":
+            rows.keep.extend(range(first_row, first_row + n))
+        return chunks
 
-        layout = ViewLayout.build(views_chunks, queries, device=self.device)
-        ctx = StepContext(
-            store=self.store,
-            write_slots=torch.cat(slots).to(self.device),
-            layout=layout,
-            inv_freq=self.inv_freq,
-            backend=self.backend,
-            compute_dtype=self.model_dtype,  # the Triton kernel accumulates in fp32 by itself
-        )
+    def _step_context(self, layout: ViewLayout, rows: "_BatchRows") -> StepContext:
+        ctx = StepContext(store=self.store, write_slots=torch.cat(rows.slots).to(self.device), layout=layout,
+                          inv_freq=self.inv_freq, backend=self.backend,
+                          compute_dtype=self.model_dtype)  # the Triton kernel accumulates in fp32 by itself
         if self.backend == "torch":
             # few rows (decode): fp32 attention math beats bf16 elementwise ops on CPU; many rows (prefill):
             # the model dtype, so the gathered keys need no conversion
             # (its small ops on one thread: split over two they ran 1.7x slower in some processes, never faster)
-            decode = len(token_ids) <= FP32_ATTENTION_MAX_ROWS
+            decode = len(rows.token_ids) <= FP32_ATTENTION_MAX_ROWS
             ctx.compute_dtype = torch.float32 if decode else self.model_dtype
             ctx.single_thread = decode and self.device.type == "cpu"
             ctx.prepared = prepare_view_attention(layout, self.inv_freq, dtype=ctx.compute_dtype)
-        ids = torch.tensor([token_ids], device=self.device)
-        pos = torch.tensor([positions], device=self.device)
-        keep_t = torch.tensor(keep if keep else [0], device=self.device)
-        with step_kernels(self.kernels, len(token_ids)) if self.kernels else contextlib.nullcontext():
-            out = self.model(
-                input_ids=ids,
-                position_ids=pos,
-                use_cache=False,
-                logits_to_keep=keep_t,
-                doom_view_step=ctx,
-            )
-        self.forwards += 1
-        for own, inp in zip(owners, inputs):
-            self.store.commit(own, inp.tokens)
-
-        logits_all = out.logits[0].float().cpu()  # samplers and scorers run on the CPU
-        results: list[torch.Tensor | None] = []
-        cursor = 0
-        for inp in inputs:
-            if inp.logits == "last":
-                results.append(logits_all[cursor])
-                cursor += 1
-            elif inp.logits == "all":
-                results.append(logits_all[cursor : cursor + len(inp.tokens)])
-                cursor += len(inp.tokens)
-            else:
-                results.append(None)
-        return StepResult(
-            logits=results,
-            num_tokens=len(token_ids),
-            batch=[(inp.view.name, len(inp.tokens)) for inp in inputs],
-        )
+        return ctx
 
     def prefill(self, view: View, tokens: list[int], chunk_size: int = 256) -> torch.Tensor | None:
         """Append tokens to view.own in chunks; returns the logits after the last token."""
@@ -239,3 +221,25 @@ class ModelRunner:
         for i in range(0, len(tokens), chunk_size):
             logits = self.forward([StreamInput(view, tokens[i : i + chunk_size])]).logits[0]
         return logits
+
+
+class _BatchRows:
+    """The rows of one forward, stream after stream."""
+
+    def __init__(self):
+        self.token_ids, self.positions, self.slots, self.queries, self.keep = [], [], [], [], []
+
+
+def _split_logits(logits_all: torch.Tensor, inputs: list[StreamInput]) -> list:
+    """Each stream's kept logits: its last row, all its rows, or None."""
+    results, cursor = [], 0
+    for inp in inputs:
+        if inp.logits == "last":
+            results.append(logits_all[cursor])
+            cursor += 1
+        elif inp.logits == "all":
+            results.append(logits_all[cursor: cursor + len(inp.tokens)])
+            cursor += len(inp.tokens)
+        else:
+            results.append(None)
+    return results

@@ -40,7 +40,7 @@ import psutil
 from agent_runtime import signals
 from agent_runtime.benchmarks.interrupt_bench import USER_VOICE, BargeInTrial, SpeakerBlock, _measure, _wait
 from agent_runtime.benchmarks.measure import progress as default_progress
-from agent_runtime.events import EventBus
+from agent_runtime.events import EventBus, Kind
 from agent_runtime.generation import SessionGeneration
 from agent_runtime.live_session import run_live
 from agent_runtime.percentiles import percentile, summarize as spread
@@ -190,7 +190,7 @@ class SoakEvents:
             self.count += 1
             self.kinds[event.kind] += 1
             self._check(event.seq)
-            if event.kind == "action_executed":
+            if event.kind == Kind.ACTION_EXECUTED:
                 self.reaction_t.append(event.t_mono)
                 self.reaction_ms.append(float(event.payload.get("frame_age_ms", 0.0)))
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from agent_runtime.benchmarks.measure import progress
-from agent_runtime.events import EventBus
+from agent_runtime.events import EventBus, Kind
 from agent_runtime.generation import SessionGeneration
 from agent_runtime.live_session import run_live
 from agent_runtime.percentiles import percentile
@@ -55,8 +55,8 @@ def run_voice_bench(env, runtime, *, commands: int, seed: int = 0, mode: str = "
     seconds = len(track) / MIC_RATE + 0.5
     progress(f"speaking {commands} commands over {seconds:.0f} s of real-time play")
     result = run_live(env, runtime, seconds=seconds, voice=voice, generation=generation, bus=bus)
-    said = bus.of_kind("user_input")
-    executed = [e for e in bus.of_kind("action_executed") if e.stream == "user"]
+    said = bus.of_kind(Kind.USER_INPUT)
+    executed = [e for e in bus.of_kind(Kind.ACTION_EXECUTED) if e.stream == "user"]
     latencies, correct = [], 0
     for (phrase, command), end_s in zip(script, ends):
         end_wall = voice.t_start + end_s

@@ -16,80 +16,90 @@ PLAY_AGENTS = ("multi_stream", "multi_stream_untrained", "sequential", "no_think
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="bench", metavar="BENCH", required=True)
+    for add in (_kv_arguments, _reaction_arguments, _voice_arguments, _play_arguments, _memory_arguments,
+                _interrupt_arguments, _soak_arguments):
+        add(sub)
+
+
+def _model_arguments(p, *, adapter: bool = True, threads: bool = True) -> None:
+    p.add_argument("--model", help="model path (default: the embedded SmolLM2-135M-Instruct; tiny:llama is fast)")
+    p.add_argument("--dtype", default="auto", choices=("auto", "bfloat16", "float32"),
+                   help="model precision (default auto: the CPU path's choice)")
+    if threads:
+        p.add_argument("--threads", type=int, help="torch threads (default: the cores actually free)")
+    if adapter:
+        p.add_argument("--adapter", help=ADAPTER_HELP)
+
+
+def _out_argument(p, files: str) -> None:
+    p.add_argument("--out", default="bench-out", help=f"directory for {files} (default bench-out)")
+
+
+def _kv_arguments(sub) -> None:
     kv = sub.add_parser("kv", help="KV blocks and views: view vs contiguous, drop vs recompute, N streams vs 1")
     kv.add_argument("--json", action="store_true", help="print one JSON object on stdout")
-    kv.add_argument("--model", help="model path (default: the embedded SmolLM2-135M-Instruct)")
-    kv.add_argument("--dtype", default="auto", choices=("auto", "bfloat16", "float32"),
-                    help="model precision (default auto: the CPU path's choice)")
-    kv.add_argument("--threads", type=int, help="torch threads (default: the cores actually free)")
+    _model_arguments(kv, adapter=False)
     kv.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     kv.add_argument("--repeats", type=int, default=15, help="timed repeats per measurement (default 15)")
-    kv.add_argument("--out", default="bench-out", help="directory for kv.json and kv_streams.png (default bench-out)")
+    _out_argument(kv, "kv.json and kv_streams.png")
 
+
+def _episodes_arguments(p, what: str) -> None:
+    p.add_argument("--scenario", default="defend_the_center", help="scenario name or .cfg (default defend_the_center)")
+    p.add_argument("--episodes", type=int, default=5, help="episodes per agent (default 5)")
+    p.add_argument("--seed", type=int, default=0, help="episode i plays seed SEED + i (default 0)")
+    p.add_argument("--json", action="store_true", help="print the result as one JSON object on stdout")
+    _out_argument(p, what)
+    _model_arguments(p)
+    p.add_argument("--max-tics", type=int, help="cap each episode at this many tics")
+    p.add_argument("--think-tokens", type=int, default=64, help="sequential agent's thought tokens per cycle (default 64)")
+    p.add_argument("--fixed-cost", action="store_true", help="deterministic fixed-cost clock instead of measured compute")
+    fanout_options.add_arguments(p)  # --workers, --ray-address
+
+
+def _reaction_arguments(sub) -> None:
     rx = sub.add_parser("reaction", help="reaction latency: multi-stream vs sequential vs no-think, same model and seeds")
-    rx.add_argument("--scenario", default="defend_the_center", help="scenario name or .cfg (default defend_the_center)")
-    rx.add_argument("--episodes", type=int, default=5, help="episodes per agent (default 5)")
-    rx.add_argument("--json", action="store_true", help="print the result as one JSON object on stdout")
-    rx.add_argument("--out", default="bench-out", help="directory for reaction.json and reaction_cdf.png (default bench-out)")
-    rx.add_argument("--think-tokens", type=int, default=64, help="sequential agent's thought tokens per cycle (default 64)")
-    rx.add_argument("--max-tics", type=int, help="cap each episode at this many tics")
-    rx.add_argument("--seed", type=int, default=0)
-    rx.add_argument("--model", help="model path (default: the embedded SmolLM2-135M-Instruct)")
-    rx.add_argument("--dtype", default="auto", choices=("auto", "bfloat16", "float32"),
-                    help="model precision (default auto: the CPU path's choice)")
-    rx.add_argument("--threads", type=int, help="torch threads (default: the cores actually free)")
-    rx.add_argument("--adapter", help=ADAPTER_HELP)
-    rx.add_argument("--fixed-cost", action="store_true", help="deterministic fixed-cost clock instead of measured compute")
+    _episodes_arguments(rx, "reaction.json and reaction_cdf.png")
     rx.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="where the model and KV pool live")
-    fanout_options.add_arguments(rx)  # --workers, --ray-address
 
+
+def _play_arguments(sub) -> None:
+    pl = sub.add_parser("play", help="play quality: kills, reward and survival of every agent on the same seeds")
+    _episodes_arguments(pl, "play.json and play_kills.png")
+    pl.add_argument("--agents", help="comma-separated subset of: " + ", ".join(PLAY_AGENTS))
+
+
+def _voice_arguments(sub) -> None:
     vo = sub.add_parser("voice", help="synthesized voice commands during real-time play: end of speech -> action")
     vo.add_argument("--commands", type=int, default=10, help="voice commands to speak (default 10)")
     vo.add_argument("--scenario", default="defend_the_center")
-    vo.add_argument("--model", help="model (default: the embedded SmolLM2-135M-Instruct)")
-    vo.add_argument("--dtype", default="auto", choices=("auto", "bfloat16", "float32"),
-                    help="model precision (default auto: the CPU path's choice)")
+    _model_arguments(vo)
     vo.add_argument("--seed", type=int, default=0)
-    vo.add_argument("--threads", type=int, help="torch threads (default: the cores actually free)")
-    vo.add_argument("--adapter", help=ADAPTER_HELP)
     vo.add_argument("--barge-in", default="immediate", choices=("pause_confirm", "half_duplex", "immediate"))
     vo.add_argument("--json", action="store_true")
 
-    pl = sub.add_parser("play", help="play quality: kills, reward and survival of every agent on the same seeds")
-    pl.add_argument("--scenario", default="defend_the_center", help="scenario name or .cfg (default defend_the_center)")
-    pl.add_argument("--episodes", type=int, default=5, help="episodes per agent (default 5)")
-    pl.add_argument("--seed", type=int, default=0, help="episode i plays seed SEED + i (default 0)")
-    pl.add_argument("--json", action="store_true", help="print the result as one JSON object on stdout")
-    pl.add_argument("--out", default="bench-out", help="directory for play.json and play_kills.png (default bench-out)")
-    pl.add_argument("--model", help="model (default: the embedded SmolLM2-135M-Instruct)")
-    pl.add_argument("--adapter", help=ADAPTER_HELP)
-    pl.add_argument("--dtype", default="auto", choices=("auto", "bfloat16", "float32"),
-                    help="model precision (default auto: the CPU path's choice)")
-    pl.add_argument("--threads", type=int, help="torch threads (default: the cores actually free)")
-    pl.add_argument("--max-tics", type=int, help="cap each episode at this many tics")
-    pl.add_argument("--think-tokens", type=int, default=64, help="sequential agent's thought tokens per cycle (default 64)")
-    pl.add_argument("--agents", help="comma-separated subset of: " + ", ".join(PLAY_AGENTS))
-    pl.add_argument("--fixed-cost", action="store_true", help="deterministic fixed-cost clock instead of measured compute")
-    fanout_options.add_arguments(pl)  # --workers, --ray-address
 
+def _memory_arguments(sub) -> None:
     mem = sub.add_parser("memory", help="long headless run: KV pool and process memory must stay flat")
     mem.add_argument("--frames", type=int, default=10000, help="frames to prefill in all (default 10000)")
     mem.add_argument("--scenario", default="defend_the_center")
-    mem.add_argument("--model", help="model (default: the embedded SmolLM2-135M-Instruct; tiny:llama is fast)")
-    mem.add_argument("--dtype", default="auto", choices=("auto", "bfloat16", "float32"),
-                    help="model precision (default auto: the CPU path's choice)")
+    _model_arguments(mem, adapter=False, threads=False)
     mem.add_argument("--fixed-cost", action="store_true", help="deterministic fixed-cost clock")
-    mem.add_argument("--out", default="bench-out", help="directory for memory.json and memory.png")
+    _out_argument(mem, "memory.json and memory.png")
     mem.add_argument("--json", action="store_true")
 
+
+def _interrupt_arguments(sub) -> None:
     it = sub.add_parser("interrupt", help="barge-in in real time on the device-free audio backend: interruption -> silence")
     it.add_argument("--barge-ins", type=int, default=20, help="barge-ins to inject (default 20)")
     it.add_argument("--mode", default="immediate", choices=("immediate", "pause_confirm"),
                     help="barge-in mode: interrupt on VAD onset, or pause then confirm by a command (default immediate)")
     it.add_argument("--seed", type=int, default=0, help="seed for phrase choice and injection moments")
-    it.add_argument("--out", default="bench-out", help="directory for interrupt.json (default bench-out)")
+    _out_argument(it, "interrupt.json")
     it.add_argument("--json", action="store_true", help="print the result as one JSON object on stdout")
 
+
+def _soak_arguments(sub) -> None:
     sk = sub.add_parser("soak", help="long real-time live session with scripted voice commands and barge-ins: "
                                      "RSS and KV growth, event sequence gaps, latency drift")
     sk.add_argument("--minutes", type=float, default=30.0, help="minutes of real-time play (default 30)")
@@ -98,12 +108,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                     help="quiet seconds after each scripted voice phrase before the next barge-in (default 4)")
     sk.add_argument("--barge-in", default="immediate", choices=("immediate", "pause_confirm"))
     sk.add_argument("--seed", type=int, default=0)
-    sk.add_argument("--model", help="model (default: the embedded SmolLM2-135M-Instruct)")
-    sk.add_argument("--dtype", default="auto", choices=("auto", "bfloat16", "float32"),
-                    help="model precision (default auto: the CPU path's choice)")
-    sk.add_argument("--threads", type=int, help="torch threads (default: the cores actually free)")
-    sk.add_argument("--adapter", help=ADAPTER_HELP)
-    sk.add_argument("--out", default="bench-out", help="directory for soak.json and soak.png (default bench-out)")
+    _model_arguments(sk)
+    _out_argument(sk, "soak.json and soak.png")
     sk.add_argument("--json", nargs="?", const="-", metavar="PATH",
                     help="also write the result as JSON to PATH (no PATH: print it as one JSON object on stdout)")
 

@@ -128,38 +128,47 @@ def run(args: argparse.Namespace) -> int:
         raise
     results_file = (out_dir / "results.jsonl").open("a") if out_dir else None
     guard = WriteGuard(args.on_disk_full)  # a write that fails mid-run stops every file of the run, not the play
-    lost = 0  # episodes whose engine died
     try:
         with signals.stoppable():
-            for index in range(args.episodes):
-                signals.check()
-                seed = config.seed + index
-                if env is None:
-                    env = _open_env(config, seed)
-                played, env = env, None  # _play_episode closes it, whatever happens
-                try:
-                    result = _play_episode(player, played, seed, index, record_root, guard)
-                except EngineDied as e:
-                    lost += 1
-                    where = getattr(e, "recording_dir", None)
-                    print(f"agent-runtime episode: error: episode {index}: {e}"
-                          + (f"; its recording is closed as incomplete: {where}" if where else ""),
-                          file=sys.stderr, flush=True)
-                    if args.on_engine_death == "exit":
-                        return 1
-                    continue
-                _report(args, index, result, results_file, guard)
+            lost = _play_all(args, config, player, env, record_root, results_file, guard)
     except RecordingStopped:  # --on-disk-full stop: the guard's line said why; the recording is closed
         return 1
     finally:
-        if env is not None:
-            env.close()
         if results_file is not None:
             try:
                 results_file.close()
             except OSError as e:
                 guard.report(results_file.name, e)
     return 1 if lost or (guard.failed and guard.policy == "stop") else 0
+
+
+def _play_all(args, config, player, env, record_root, results_file, guard) -> int:
+    """Every episode, each on its own engine (`env` is the first); returns how many were lost to a dead engine
+    (stops at the first with --on-engine-death exit)."""
+    lost = 0
+    try:
+        for index in range(args.episodes):
+            signals.check()
+            seed = config.seed + index
+            if env is None:
+                env = _open_env(config, seed)
+            played, env = env, None  # _play_episode closes it, whatever happens
+            try:
+                result = _play_episode(player, played, seed, index, record_root, guard)
+            except EngineDied as e:
+                lost += 1
+                where = getattr(e, "recording_dir", None)
+                print(f"agent-runtime episode: error: episode {index}: {e}"
+                      + (f"; its recording is closed as incomplete: {where}" if where else ""),
+                      file=sys.stderr, flush=True)
+                if args.on_engine_death == "exit":
+                    return lost
+                continue
+            _report(args, index, result, results_file, guard)
+    finally:
+        if env is not None:
+            env.close()
+    return lost
 
 
 def _open_env(config, seed: int):

@@ -43,6 +43,7 @@ def run(args: argparse.Namespace) -> int:
     from agent_runtime.config import load_config
     from agent_runtime.generation import SessionGeneration
     from agent_runtime.model_loader import load_for_cpu
+    from agent_runtime.recording.write_guard import RecordingStopped
 
     config = load_config(args.config, scenario=args.scenario, clock="realtime")
     if args.seconds is not None and args.seconds <= 0:
@@ -50,14 +51,7 @@ def run(args: argparse.Namespace) -> int:
     check_scenario(config.scenario)
     window = bool(os.environ.get("DISPLAY")) and not args.no_window
     generation = SessionGeneration()
-    voice = None
-    if args.voice:  # open the sound devices first: no device is a clear error before anything is written
-        from agent_runtime.voice.voice_io import VoiceIO
-
-        vc = config.voice
-        voice = VoiceIO(generation, mode=args.barge_in or vc.barge_in,
-                        input_device=_device(args.input_device) if args.input_device else vc.input_device,
-                        output_device=_device(args.output_device) if args.output_device else vc.output_device)
+    voice = _open_voice(args, config, generation)  # first: no device is a clear error before anything is written
     try:
         # the cores actually free: the real-time game and audio take well under half a core, and leaving them
         # a whole one cost reactions (2-core AVX2 box: p50 189 -> 131 ms with both cores, 7 -> 0 fenced)
@@ -67,28 +61,11 @@ def run(args: argparse.Namespace) -> int:
         if voice is not None:
             voice.close()
         raise
-    threads = loaded.cpu.threads
-    recordings = None
-    if not args.no_record:
-        from agent_runtime.recording.episode_recorder import episode_manifest
-        from agent_runtime.recording.live_recordings import LiveRecordings
-        from agent_runtime.recording.write_guard import WriteGuard
-
-        def manifest_for(index: int):
-            return episode_manifest(config, policy="live", env_seed=config.seed + index, agent_seed=0, index=index,
-                                    model_spec=args.model or config.model.path, model_id=loaded.model_id,
-                                    weight_hash=loaded.weight_hash, threads=threads, clock="realtime",
-                                    cpu=loaded.cpu, adapter=loaded.adapter)
-
-        recordings = LiveRecordings(args.out or config.recordings_dir, manifest_for, scenario=config.scenario,
-                                    voice=voice, guard=WriteGuard(args.on_disk_full),
-                                    announce=lambda d: print(f"recording: {d}", file=sys.stderr, flush=True))
-    elif voice is not None:
+    recordings = None if args.no_record else _recordings(args, config, loaded, voice)
+    if recordings is None and voice is not None:
         voice.attach(None, None)
-    from agent_runtime.recording.write_guard import RecordingStopped
-
     try:
-        result = _play(args, config, window, generation, loaded, threads, voice, recordings)
+        result = _play(args, config, window, generation, loaded, loaded.cpu.threads, voice, recordings)
     except RecordingStopped:  # --on-disk-full stop: the guard's line said why; the recording is closed below
         return 1
     finally:
@@ -102,6 +79,34 @@ def run(args: argparse.Namespace) -> int:
         print(", ".join(f"{k} {v:.0f}" if isinstance(v, float) else f"{k} {v}" for k, v in result.items()
                         if k != "recordings"))
     return 0
+
+
+def _open_voice(args, config, generation):
+    if not args.voice:
+        return None
+    from agent_runtime.voice.voice_io import VoiceIO
+
+    vc = config.voice
+    return VoiceIO(generation, mode=args.barge_in or vc.barge_in,
+                   input_device=_device(args.input_device) if args.input_device else vc.input_device,
+                   output_device=_device(args.output_device) if args.output_device else vc.output_device)
+
+
+def _recordings(args, config, loaded, voice):
+    """Every episode of the session recorded in its own directory."""
+    from agent_runtime.recording.episode_recorder import episode_manifest
+    from agent_runtime.recording.live_recordings import LiveRecordings
+    from agent_runtime.recording.write_guard import WriteGuard
+
+    def manifest_for(index: int):
+        return episode_manifest(config, policy="live", env_seed=config.seed + index, agent_seed=0, index=index,
+                                model_spec=args.model or config.model.path, model_id=loaded.model_id,
+                                weight_hash=loaded.weight_hash, threads=loaded.cpu.threads, clock="realtime",
+                                cpu=loaded.cpu, adapter=loaded.adapter)
+
+    return LiveRecordings(args.out or config.recordings_dir, manifest_for, scenario=config.scenario,
+                          voice=voice, guard=WriteGuard(args.on_disk_full),
+                          announce=lambda d: print(f"recording: {d}", file=sys.stderr, flush=True))
 
 
 def _play(args, config, window, generation, loaded, threads, voice, recordings) -> dict:

@@ -16,7 +16,7 @@ from typing import Any
 from agent_runtime.clocks import FixedCost
 from agent_runtime.config import RunConfig
 from agent_runtime.errors import UserError
-from agent_runtime.events import EventBus
+from agent_runtime.events import EventBus, Kind
 from agent_runtime.recording.manifest import Manifest
 from agent_runtime.recording.recording import Recording, RecordingWriter, default_recording_dir
 from agent_runtime.recording.write_guard import WriteGuard
@@ -101,7 +101,7 @@ class EpisodeRecording:
         if self.writer.closed:
             return
         if end_reason is not None:
-            self.bus.emit("session_end", "runtime", reason=end_reason, **({"detail": detail} if detail else {}))
+            self.bus.emit(Kind.SESSION_END, "runtime", reason=end_reason, **({"detail": detail} if detail else {}))
         self.writer.manifest.extra.update(complete=end_reason is None,
                                           **({"end_reason": end_reason} if end_reason else {}))
         self.writer.close()

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from agent_runtime.clocks import MS_PER_TIC
-from agent_runtime.events import EventBus
+from agent_runtime.events import EventBus, Kind
 from agent_runtime.recording.recording import screen_hash
 
 
@@ -31,7 +31,7 @@ class RecordedEnv:
 
     def _frame_read(self, frame):
         if frame is not None:
-            self._bus.emit("frame_read", "frames", tic=frame.tic, sim_ms=self._sim_ms(frame.tic),
+            self._bus.emit(Kind.FRAME_READ, "frames", tic=frame.tic, sim_ms=self._sim_ms(frame.tic),
                            screen_hash=screen_hash(frame.screen) if frame.screen is not None else None)
         return frame
 
@@ -45,6 +45,6 @@ class RecordedEnv:
         if self._emit_actions:
             pressed = ({k: v for k, v in buttons.items() if v} if isinstance(buttons, Mapping)
                        else {name: v for name, v in zip(self._env.buttons, buttons) if v})
-            self._bus.emit("action_executed", "policy", tic=self._env.tic, sim_ms=self._sim_ms(self._env.tic),
+            self._bus.emit(Kind.ACTION_EXECUTED, "policy", tic=self._env.tic, sim_ms=self._sim_ms(self._env.tic),
                            action=pressed, tics=tics)
         return self._env.act(buttons, tics)

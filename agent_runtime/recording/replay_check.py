@@ -17,6 +17,7 @@ from agent_runtime.errors import UserError, first_line
 from agent_runtime.recording.engine_paths import engine_readable_lmp
 from agent_runtime.recording.manifest import MANIFEST_FILE, hash_file
 from agent_runtime.recording.recording import Recording, screen_hash
+from agent_runtime.events import Kind
 
 
 def check_lmp_belongs(recording: Recording) -> None:
@@ -112,7 +113,7 @@ def check_replay(recording: Recording) -> ReplayReport:
     """Compare replayed screen hashes with the frame_read events' payload["screen_hash"], tic by tic."""
     report = ReplayReport(recording=str(recording.dir), scenario=recording.manifest.scenario)
     expected: dict[int, list[tuple[int, str]]] = {}
-    for event in recording.of_kind("frame_read"):
+    for event in recording.of_kind(Kind.FRAME_READ):
         recorded = event.payload.get("screen_hash")
         if event.tic is not None and isinstance(recorded, str):
             expected.setdefault(event.tic, []).append((event.seq, recorded))

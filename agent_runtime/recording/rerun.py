@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from agent_runtime.errors import UserError, first_line
-from agent_runtime.events import Event, EventBus
+from agent_runtime.events import Event, EventBus, Kind
 from agent_runtime.recording.manifest import MANIFEST_FILE
 from agent_runtime.recording.recording import Recording
 
@@ -23,7 +23,7 @@ RERUNNABLE_POLICIES = ("llm",)
 
 def recorded_actions(events: list[Event]) -> list[tuple[str, int]]:
     """(command, frame_tic) of every action_emitted event, in order."""
-    return [(e.payload.get("command"), e.payload.get("frame_tic")) for e in events if e.kind == "action_emitted"]
+    return [(e.payload.get("command"), e.payload.get("frame_tic")) for e in events if e.kind == Kind.ACTION_EMITTED]
 
 
 def recorded_step_costs(events: list[Event], source: str) -> list[float]:
@@ -95,8 +95,8 @@ def rerun_recording(directory: str | Path | Recording) -> dict[str, Any]:
         torch.set_num_threads(previous_threads)  # a library call leaves the process's thread count as it was
     recorded, rerun = recorded_actions(events), recorded_actions(bus.events)
     divergence = first_divergence(recorded, rerun)
-    recorded_frames = [(e.tic, e.payload.get("screen_hash")) for e in events if e.kind == "frame_read"]
-    rerun_frames = [(e.tic, e.payload.get("screen_hash")) for e in bus.events if e.kind == "frame_read"]
+    recorded_frames = [(e.tic, e.payload.get("screen_hash")) for e in events if e.kind == Kind.FRAME_READ]
+    rerun_frames = [(e.tic, e.payload.get("screen_hash")) for e in bus.events if e.kind == Kind.FRAME_READ]
     return {
         "same_actions": divergence is None,
         "n_actions": len(recorded),

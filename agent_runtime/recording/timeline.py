@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent_runtime.errors import UserError
-from agent_runtime.events import Event
+from agent_runtime.events import Event, Kind
 
 LANES = ("frames", "prefill", "thinker", "actions", "asr", "tts", "playback")
 LANE_LABELS = {
@@ -93,7 +93,7 @@ def _short(text: str) -> str:
 def _playback_spans(timed: list[TimedEvent], end: float) -> list[tuple[float, float]]:
     spans, start = [], None
     for te in timed:
-        if te.event.kind == "playback_start" and start is None:
+        if te.event.kind == Kind.PLAYBACK_START and start is None:
             start = te.t
         elif te.event.kind in ("playback_stop", "barge_in") and start is not None:
             spans.append((start, te.t))
@@ -107,7 +107,7 @@ def _lane_of(event: Event) -> str | None:
     style = MARKERS.get(event.kind)
     if style is None:
         return None
-    if event.kind == "token" and "think" not in event.stream:
+    if event.kind == Kind.TOKEN and "think" not in event.stream:
         return "actions"
     return style[0]
 
@@ -126,16 +126,9 @@ def render_timeline(events: Iterable[Event], out_png: str | Path, *, from_s: flo
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.lines import Line2D
 
     timed = session_times(list(events))
-    all_t = [te.t for te in timed] or [0.0]
-    lo = min(all_t) if from_s is None else float(from_s)
-    hi = max(all_t) if to_s is None else float(to_s)
-    if hi < lo:
-        raise UserError(f"empty time range: --from {lo:g} is after --to {hi:g}")
-    if hi == lo:
-        hi = lo + 1.0
+    lo, hi = _time_range(timed, from_s, to_s)
     shown = [te for te in timed if lo <= te.t <= hi]
     lanes = lanes_in_use(te.event for te in timed)
     lane_y = {lane: len(lanes) - 1 - i for i, lane in enumerate(lanes)}
@@ -143,41 +136,69 @@ def render_timeline(events: Iterable[Event], out_png: str | Path, *, from_s: flo
     fig, ax = plt.subplots(figsize=(14, 2.0 + 0.65 * len(lanes)), dpi=110)
     for lane, y in lane_y.items():
         ax.axhline(y, color="0.92", lw=8, zorder=0)
-
-    # playback as bars (start..stop), clipped to the window
-    for start, stop in _playback_spans(timed, max(all_t)):
+    end = max([te.t for te in timed] or [0.0])
+    for start, stop in _playback_spans(timed, end):  # playback as bars (start..stop), clipped to the window
         if stop >= lo and start <= hi and "playback" in lane_y:
             ax.broken_barh([(max(start, lo), min(stop, hi) - max(start, lo))], (lane_y["playback"] - 0.18, 0.36),
                            color="tab:green", alpha=0.35, zorder=1)
+    used = _draw_events(ax, shown, lane_y)
+    n_bumps = _draw_bumps(ax, timed, shown, lo, top=len(lanes) - 0.4)
+    if n_bumps:
+        used.setdefault("generation bump (interruption)", ("|", "tab:red"))
+    _finish_axes(ax, lanes, lane_y, shown, lo, hi, title, used)
+    fig.tight_layout()
+    out = Path(out_png)
+    try:
+        fig.savefig(out)
+    except OSError as e:
+        raise UserError(f"cannot write {out}: {e.strerror or e}") from None
+    finally:
+        plt.close(fig)
+    return {"path": str(out), "from_s": lo, "to_s": hi, "n_events": len(shown), "n_generation_bumps": n_bumps}
 
+
+def _time_range(timed, from_s, to_s) -> tuple[float, float]:
+    all_t = [te.t for te in timed] or [0.0]
+    lo = min(all_t) if from_s is None else float(from_s)
+    hi = max(all_t) if to_s is None else float(to_s)
+    if hi < lo:
+        raise UserError(f"empty time range: --from {lo:g} is after --to {hi:g}")
+    return lo, (lo + 1.0 if hi == lo else hi)
+
+
+def _draw_events(ax, shown, lane_y: dict) -> dict[str, tuple]:
+    """One marker per event in its lane, with a few labels per lane; returns the legend entries used."""
     used: dict[str, tuple] = {}
     labels_in_lane: dict[str, int] = {}
     last_label: dict[tuple[str, str], str] = {}  # a label repeats only when its text changed (ATTACK, ATTACK, ...)
     for te in shown:
-        style = MARKERS.get(te.event.kind)
+        kind = te.event.kind
+        style = MARKERS.get(kind)
         if style is None:
             continue
         lane, marker, color, legend = style
-        if te.event.kind == "token" and "think" not in te.event.stream:
+        if kind == Kind.TOKEN and "think" not in te.event.stream:
             lane, color, legend = "actions", "tab:brown", "token (actor and other streams)"
         y = lane_y[_lane_of(te.event)]
-        size = 4 if te.event.kind in ("token", "engine_step") else 8
-        ax.plot([te.t], [y + LANE_OFFSETS.get(te.event.kind, 0.0)], marker=marker, color=color, markersize=size,
+        size = 4 if kind in (Kind.TOKEN, Kind.ENGINE_STEP) else 8
+        ax.plot([te.t], [y + LANE_OFFSETS.get(kind, 0.0)], marker=marker, color=color, markersize=size,
                 linestyle="none", zorder=3)
         used.setdefault(legend, (marker, color))
-        text = event_text(te.event) if te.event.kind in TEXT_KINDS else ""
-        if te.event.kind == "asr_final":
+        text = event_text(te.event) if kind in TEXT_KINDS else ""
+        if kind == Kind.ASR_FINAL:
             text = "endpoint: " + text if text else "endpoint"
-        if text and last_label.get((lane, te.event.kind)) == text and te.event.kind != "user_input":
+        if text and last_label.get((lane, kind)) == text and kind != Kind.USER_INPUT:
             continue
-        last_label[(lane, te.event.kind)] = text
+        last_label[(lane, kind)] = text
         if text and labels_in_lane.get(lane, 0) < MAX_LABELS_PER_LANE:
             labels_in_lane[lane] = labels_in_lane.get(lane, 0) + 1
             offset = 0.22 if labels_in_lane[lane] % 2 else -0.32
             ax.text(te.t, y + offset, _short(text), fontsize=6.5, color=color, ha="left", va="bottom", zorder=4)
+    return used
 
-    # interruptions: every generation bump is a vertical line through all lanes, numbered at the top
-    top = len(lanes) - 0.4
+
+def _draw_bumps(ax, timed, shown, lo: float, *, top: float) -> int:
+    """Every interruption as a vertical line through all lanes, numbered at the top; returns how many."""
     generation_at_start = 0
     for te in timed:
         if te.t < lo:
@@ -185,15 +206,18 @@ def render_timeline(events: Iterable[Event], out_png: str | Path, *, from_s: flo
     ax.text(lo, top + 0.15, f"gen {generation_at_start}", fontsize=8, color="tab:red", ha="left", va="bottom")
     n_bumps = 0
     for te in shown:
-        if te.event.kind == "generation_bump":
+        if te.event.kind == Kind.GENERATION_BUMP:
             n_bumps += 1
             gen = te.event.payload.get("to", te.event.payload.get("generation", te.event.generation))
             reason = te.event.payload.get("reason", "")
             ax.axvline(te.t, color="tab:red", lw=1.2, ls="--", zorder=2)
             ax.text(te.t, top + 0.15, f"gen {gen}" + (f" ({_short(str(reason))})" if reason else ""),
                     fontsize=8, color="tab:red", ha="center", va="bottom", rotation=0)
-    if n_bumps:
-        used.setdefault("generation bump (interruption)", ("|", "tab:red"))
+    return n_bumps
+
+
+def _finish_axes(ax, lanes, lane_y, shown, lo: float, hi: float, title, used: dict) -> None:
+    from matplotlib.lines import Line2D
 
     ax.set_yticks([lane_y[lane] for lane in lanes], [LANE_LABELS[lane] for lane in lanes])
     ax.set_ylim(-0.7, len(lanes) + 0.3)
@@ -207,12 +231,3 @@ def render_timeline(events: Iterable[Event], out_png: str | Path, *, from_s: flo
     handles = [Line2D([], [], marker=m, color=c, linestyle="none", label=name) for name, (m, c) in used.items()]
     if handles:
         ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=7, frameon=False)
-    fig.tight_layout()
-    out = Path(out_png)
-    try:
-        fig.savefig(out)
-    except OSError as e:
-        raise UserError(f"cannot write {out}: {e.strerror or e}") from None
-    finally:
-        plt.close(fig)
-    return {"path": str(out), "from_s": lo, "to_s": hi, "n_events": len(shown), "n_generation_bumps": n_bumps}

@@ -16,7 +16,7 @@ import numpy as np
 from agent_runtime import signals
 from agent_runtime.clocks import TICS_PER_SECOND
 from agent_runtime.errors import UserError
-from agent_runtime.events import Event
+from agent_runtime.events import Event, Kind
 from agent_runtime.recording.recording import Recording
 from agent_runtime.recording.replay_check import replayed_frames
 from agent_runtime.recording.timeline import event_text
@@ -41,11 +41,11 @@ class OverlayState:
     def apply(self, tic: int, event: Event) -> None:
         self.generation = max(self.generation, event.generation)
         text = event_text(event)
-        if event.kind == "action_executed":
+        if event.kind == Kind.ACTION_EXECUTED:
             self.action, self.action_tic = text or "?", tic
-        elif event.kind == "action_fenced":
+        elif event.kind == Kind.ACTION_FENCED:
             self.fenced.append((tic, text or "?"))
-        elif event.kind == "thinker_paragraph" and text:
+        elif event.kind == Kind.THINKER_PARAGRAPH and text:
             self.thinker = text
         elif event.kind in COMMENTARY_KINDS and text:
             self.commentary = text

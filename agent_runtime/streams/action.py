@@ -13,6 +13,7 @@ from agent_runtime.action_executor import Action
 from agent_runtime.model_runner import StreamInput
 from agent_runtime.streams.stream import StepPlan, Stream
 from agent_runtime.view import View
+from agent_runtime.events import Kind
 
 DECISION_MODES = ("score", "decode")
 
@@ -79,7 +80,7 @@ class ActionStream(Stream):
         if self.on_decision is not None:
             self.on_decision(self.view.token_ids(), self.frame, command)
         tic = self.frame.frame.tic
-        self.emit("action_emitted", "action", generation=self.generation, tic=tic, sim_ms=plan.now_ms,
+        self.emit(Kind.ACTION_EMITTED, "action", generation=self.generation, tic=tic, sim_ms=plan.now_ms,
                   command=command.text, frame_tic=tic)
         return Action(command, self.generation, tic, self.frame.read_ms, plan.now_ms)
 

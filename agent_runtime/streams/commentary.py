@@ -11,6 +11,7 @@ from __future__ import annotations
 from agent_runtime.model_runner import StreamInput
 from agent_runtime.streams.stream import StepPlan, Stream
 from agent_runtime.view import View
+from agent_runtime.events import Kind
 
 SENTENCE_ENDS = ".!?"
 
@@ -36,7 +37,7 @@ class CommentaryStream(Stream):
         """Stop the remark being decoded; its unheard text never enters history."""
         if self.view is None:
             return
-        self.emit("commentary_stopped", "commentary", generation=self.generation, sim_ms=now_ms,
+        self.emit(Kind.COMMENTARY_STOPPED, "commentary", generation=self.generation, sim_ms=now_ms,
                   reason=reason, text=self.text)
         self.view.close()
         self.view, self.pending = None, []
@@ -76,7 +77,7 @@ class CommentaryStream(Stream):
         sentence = self.text[self.sent_upto:cut].strip()
         if sentence:
             self.sent_upto = cut
-            self.emit("commentary_sentence", "commentary", generation=self.generation, sim_ms=plan.now_ms,
+            self.emit(Kind.COMMENTARY_SENTENCE, "commentary", generation=self.generation, sim_ms=plan.now_ms,
                       text=sentence)
             if self.on_sentence is not None:
                 self.on_sentence(sentence, self.generation)

@@ -21,6 +21,7 @@ from agent_runtime.streams.stream import StepPlan, Stream
 from agent_runtime.sync_world import TimedFrame
 from agent_runtime.time_bounds import TimeBounds
 from agent_runtime.view import View
+from agent_runtime.events import Kind
 
 
 @dataclass
@@ -43,7 +44,7 @@ class FrameStream(Stream):
         self.pending.append(timed)
         if self.listened():  # the hash is for recordings: skip it when nobody listens
             frame = timed.frame
-            self.emit("frame_read", "frames", tic=frame.tic, sim_ms=timed.read_ms, read_ms=timed.read_ms,
+            self.emit(Kind.FRAME_READ, "frames", tic=frame.tic, sim_ms=timed.read_ms, read_ms=timed.read_ms,
                       screen_hash=screen_hash(frame.screen) if frame.screen is not None else None)
 
     def newest(self) -> TimedFrame | None:
@@ -80,7 +81,7 @@ class FrameStream(Stream):
         self.in_view.append(FrameEntry(block, timed))
         self._publish()
         self.stats.frames_prefilled += 1
-        self.emit("frame_prefilled", "frames", tic=timed.frame.tic, sim_ms=plan.now_ms,
+        self.emit(Kind.FRAME_PREFILLED, "frames", tic=timed.frame.tic, sim_ms=plan.now_ms,
                   age_ms=plan.now_ms - timed.read_ms, tokens=len(tokens), status_tokens=status_tokens)
         while len(self.in_view) > self.sections.caps["frames"]:
             self._evict_oldest()
@@ -113,7 +114,7 @@ class FrameStream(Stream):
 
     def _dropped(self, timed: TimedFrame, now_ms: float, reason: str) -> None:
         self.stats.frames_dropped += 1
-        self.emit("frame_dropped", "frames", tic=timed.frame.tic, sim_ms=now_ms, age_ms=now_ms - timed.read_ms,
+        self.emit(Kind.FRAME_DROPPED, "frames", tic=timed.frame.tic, sim_ms=now_ms, age_ms=now_ms - timed.read_ms,
                   reason=reason)
 
     def close(self) -> None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from agent_runtime.model_runner import StreamInput
 from agent_runtime.streams.stream import StepPlan, Stream
 from agent_runtime.view import View
+from agent_runtime.events import Kind
 
 
 @dataclass
@@ -71,7 +72,7 @@ class UserTextStream(TextInStream):
     def push_text(self, tokens: list[int], chars: int, now_ms: float) -> None:
         if len(tokens) > self.max_tokens:
             self.stats.user_texts_truncated += 1
-            self.emit("user_text_truncated", "user", sim_ms=now_ms, chars=chars, tokens=len(tokens),
+            self.emit(Kind.USER_TEXT_TRUNCATED, "user", sim_ms=now_ms, chars=chars, tokens=len(tokens),
                       kept_tokens=self.max_tokens)
             self.notice("truncated", f"agent: a user text of {chars} characters was cut to its first "
                                      f"{self.max_tokens} tokens (later cuts: user_text_truncated events)")
@@ -80,7 +81,7 @@ class UserTextStream(TextInStream):
         if len(self.queue) >= self.max_pending and waiting:
             self.queue.remove(waiting[0])
             self.stats.user_texts_dropped += 1
-            self.emit("user_text_dropped", "user", sim_ms=now_ms, tokens=len(waiting[0].tokens),
+            self.emit(Kind.USER_TEXT_DROPPED, "user", sim_ms=now_ms, tokens=len(waiting[0].tokens),
                       reason=f"more than {self.max_pending} texts waiting")
             self.notice("dropped", f"agent: user texts arrive faster than they can be read; older waiting ones "
                                    f"are dropped (more than {self.max_pending}; user_text_dropped events)")

@@ -9,6 +9,7 @@ from __future__ import annotations
 from agent_runtime.model_runner import StreamInput
 from agent_runtime.streams.stream import StepPlan, Stream
 from agent_runtime.view import View
+from agent_runtime.events import Kind
 
 
 class ThinkerStream(Stream):
@@ -36,7 +37,7 @@ class ThinkerStream(Stream):
             self._end_paragraph(plan.now_ms)
         else:
             self.pending = [token]
-            self.emit("token", "thinker", sim_ms=plan.now_ms, token=token, text=text)
+            self.emit(Kind.TOKEN, "thinker", sim_ms=plan.now_ms, token=token, text=text)
 
     def _end_paragraph(self, now_ms: float) -> None:
         block = self.view.detach_own()
@@ -44,7 +45,7 @@ class ThinkerStream(Stream):
         self.view.start_own("thought")
         self.sections.add("thoughts", block)
         self.stats.thinker_paragraphs += 1
-        self.emit("thinker_paragraph", "thinker", sim_ms=now_ms, text=self.tok.decode(block.token_ids))
+        self.emit(Kind.THINKER_PARAGRAPH, "thinker", sim_ms=now_ms, text=self.tok.decode(block.token_ids))
         self.pending = list(self.prompt)
         self.paragraph_tokens = 0
         self.on_change()

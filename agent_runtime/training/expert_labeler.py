@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from agent_runtime.expert_policy import LagAwareExpertPolicy
 from agent_runtime.training.decision_log import Decision, DecisionLog
+from agent_runtime.events import Kind
 
 
 class ExpertLabeler:
@@ -35,6 +36,6 @@ class ExpertLabeler:
 
     def write(self, event) -> None:
         """EventSink: executed commands become the expert's commands in flight."""
-        if event.kind == "action_executed" and event.tic is not None:
+        if event.kind == Kind.ACTION_EXECUTED and event.tic is not None:
             name, count = event.payload["command"].split(" ")  # Command.text: "<BUTTON> <tics>"
             self.expert.observe_executed(name, int(count), start_tic=event.tic)
