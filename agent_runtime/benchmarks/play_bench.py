@@ -67,11 +67,11 @@ def play_runtimes(loaded, config, env, agents, *, model_spec) -> dict:
 
     if not any(name in MODEL_AGENTS for name in agents):
         return {}
-    trained = Runtime.build(loaded, config, env.buttons, scenario=env.scenario)
+    trained = Runtime.open(config, loaded=loaded, env=env)
     if loaded.adapter is None or "multi_stream_untrained" not in agents:
         return {"trained": trained, "untrained": trained}
     untrained = load_model(model_spec, dtype=loaded.cpu.dtype)
-    return {"trained": trained, "untrained": Runtime.build(untrained, config, env.buttons, scenario=env.scenario)}
+    return {"trained": trained, "untrained": Runtime.open(config, loaded=untrained, env=env)}
 
 
 def play_one(name: str, env, open_env, runtimes: dict, *, seed: int, max_tics=None, fixed_cost=None,

@@ -48,10 +48,8 @@ def run(args: argparse.Namespace) -> int:
     from agent_runtime.config import load_config
     from agent_runtime.events import EventBus
     from agent_runtime.runtime import Runtime
-    from agent_runtime.model_loader import load_for_cpu
     from agent_runtime.training.decision_log import DecisionLog
     from agent_runtime.training.expert_labeler import ExpertLabeler
-    from envs.doom_env import DoomEnv
 
     if args.episodes < 1:
         raise UserError(f"--episodes must be at least 1 (got {args.episodes})")
@@ -65,12 +63,10 @@ def run(args: argparse.Namespace) -> int:
 
         return run_collect(args, out)
     config = load_config(scenario=args.scenario, seed=args.seed)
-    loaded = load_for_cpu(args.model or config.model.path, dtype=config.model.dtype,
-                          threads=args.threads or config.model.threads, seed=MODEL_SEED,
-                          adapter=args.adapter or config.model.adapter)
-    with DoomEnv(args.scenario, resolution=config.resolution, seed=args.seed) as env:
+    with Runtime.open(config, model=args.model, threads=args.threads, seed=MODEL_SEED, adapter=args.adapter,
+                      env_seed=args.seed) as runtime:
+        env, loaded = runtime.env, runtime.loaded
         require_expressible(env)
-        runtime = Runtime.build(loaded, config, env.buttons, scenario=env.scenario)
         log = DecisionLog(out, _manifest(args, loaded, config, env.buttons))
         try:
             if log.next_episode:

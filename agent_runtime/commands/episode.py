@@ -274,7 +274,6 @@ class _ModelPlayer:
     def __init__(self, args, config, env, user_texts: dict[int, str]):
         from agent_runtime.clocks import FixedCost
         from agent_runtime.runtime import Runtime
-        from agent_runtime.model_loader import load_for_cpu
         from agent_runtime.recording.user_script import build_user_script
 
         if config.clock != "sync":
@@ -284,10 +283,10 @@ class _ModelPlayer:
         if spec and not spec.startswith("tiny:") and not Path(spec).expanduser().exists():
             raise UserError(f"model path does not exist: {spec} (pass a safetensors directory, a .gguf file or tiny:llama)")
         self.args, self.config, self.spec = args, config, spec
-        self.loaded = load_for_cpu(spec, dtype=config.model.dtype, threads=args.threads or config.model.threads,
-                                   seed=MODEL_SEED, adapter=args.adapter or config.model.adapter)
+        self.runtime = Runtime.open(config, model=spec, env=env, threads=args.threads, seed=MODEL_SEED,
+                                    adapter=args.adapter)
+        self.loaded = self.runtime.loaded
         self.threads = self.loaded.cpu.threads
-        self.runtime = Runtime.build(self.loaded, config, env.buttons, scenario=env.scenario)
         self.fixed = FixedCost() if args.fixed_cost else None
         self.user_script = build_user_script(user_texts, self.runtime.grammar) if user_texts else None
         self.think_tokens = {"sequential": args.think_tokens, "no_think": 0}.get(args.policy)

@@ -41,18 +41,15 @@ class CollectJob:
         from agent_runtime.events import EventBus
         from agent_runtime.fanout.cpu_probe import decide_once
         from agent_runtime.runtime import Runtime
-        from agent_runtime.model_loader import load_for_cpu
         from agent_runtime.training.expert_labeler import ExpertLabeler
-        from envs.doom_env import DoomEnv
 
         a = self.args
         config = load_config(scenario=a.scenario, seed=a.seed)
         decide_once(threads)
-        loaded = load_for_cpu(a.model or config.model.path, dtype=config.model.dtype, threads=threads,
-                              seed=collect.MODEL_SEED, adapter=a.adapter or config.model.adapter, announce=False)
-        self.env = DoomEnv(a.scenario, resolution=config.resolution, seed=a.seed)
+        self.runtime = Runtime.open(config, model=a.model, threads=threads, seed=collect.MODEL_SEED, adapter=a.adapter,
+                                    env_seed=a.seed, announce=False)
+        self.env, loaded = self.runtime.env, self.runtime.loaded
         require_expressible(self.env)
-        self.runtime = Runtime.build(loaded, config, self.env.buttons, scenario=self.env.scenario)
         self.labeler = ExpertLabeler(self.env.buttons, _EpisodeDecisions(), screen_width=self.env.resolution[1])
         self.bus = EventBus("collect", keep=False)
         self.bus.sinks.append(self.labeler)

@@ -26,13 +26,12 @@ class ReactionBenchJob:
         from agent_runtime.config import load_config
         from agent_runtime.fanout.play_bench_fanout import load_bench_model
         from agent_runtime.runtime import Runtime
-        from envs.doom_env import DoomEnv
 
         a = self.args
         loaded, ready = load_bench_model(a, threads)
         config = load_config(scenario=a.scenario, seed=a.seed)
-        self.env = DoomEnv(a.scenario, seed=a.seed)
-        self.runtime = Runtime.build(loaded, config, self.env.buttons, scenario=self.env.scenario)
+        self.runtime = Runtime.open(config, loaded=loaded, scenario=a.scenario, env_seed=a.seed)
+        self.env = self.runtime.env
         self.fixed_cost = FixedCost() if a.fixed_cost else None
         return ready
 
