@@ -14,7 +14,8 @@ from envs.engine_guard import EngineDied
 # Subcommand name -> module in agent_runtime.commands. Each module has add_arguments(p) and run(args) -> int.
 COMMANDS = {
     "episode": "Run headless ViZDoom episodes and print their results.",
-    "bench": "Benchmarks: kv (blocks and views), reaction (multi-stream vs sequential), interrupt, voice, memory.",
+    "bench": "Benchmarks: kv (blocks and views), reaction (multi-stream vs sequential), play, interrupt, voice, "
+             "memory, soak (a long real-time voice session).",
     "live": "Real-time play: the agent plays while you type or speak commands (--voice).",
     "transcribe": "Transcribe voice commands in a WAV file with the live VAD + grammar pipeline.",
     "replay": "Check a recording: replay its .lmp and compare frames with its events (--video, --rerun).",

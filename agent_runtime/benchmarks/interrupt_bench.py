@@ -8,7 +8,8 @@ random moment while the commentary plays, a synthesized user phrase ("stop", "tu
 is mixed into the microphone stream. Per barge-in we measure:
 
   detection -> silence: VAD onset detected (wall clock) to the first silent block handed to the
-                        speaker, in ms and in blocks (0 = the very next block was silent);
+                        speaker, in ms and in blocks (0 = the very next block was silent); the onset
+                        is the tentative one (SpeechOnset) where the mode pauses on it, as live;
   bump -> silence:      the generation bump to the first silent block (PlaybackBuffer's own record);
   late chunks:          chunks of the interrupted generation dropped instead of played (queued at
                         the bump or synthesized after it), and audible blocks after the silence (0).
@@ -160,7 +161,7 @@ def run_interrupt_bench(barge_ins: int = 20, mode: str = "immediate", seed: int 
                         progress=default_progress) -> dict:
     """Inject `barge_ins` barge-ins into real-time commentary; returns the summary (JSON-ready) and per-trial rows."""
     from agent_runtime.generation import SessionGeneration
-    from agent_runtime.voice.barge_in import BargeInController
+    from agent_runtime.voice.barge_in import ONSET_CUES, BargeInController
     from agent_runtime.voice.playback import PlaybackBuffer
     from agent_runtime.voice.recognizer import ListeningPipeline
     from agent_runtime.voice.tts import EspeakTts, TtsWorker
@@ -178,7 +179,7 @@ def run_interrupt_bench(barge_ins: int = 20, mode: str = "immediate", seed: int 
     playback = PlaybackBuffer(session, tts.sample_rate)
     synth_results = []
     worker = TtsWorker(tts, playback.push, on_result=synth_results.append)
-    controller = BargeInController(session, playback, worker, mode=mode)
+    controller = BargeInController(session, playback, worker, mode=mode, onset_cues=ONSET_CUES[mode])  # as live
 
     def on_mic_block(block: np.ndarray, arrival: float) -> None:  # runs on the microphone thread
         frames = pipeline.push(block, arrival) if controller.listening else []
@@ -229,8 +230,8 @@ def _one_trial(rng, phrases, worker, playback, controller, pipeline, speaker, mi
     if not records:  # the VAD never fired while the commentary played: stop it for the next trial
         worker.abort_and_clear()
         playback.clear()
-    else:
-        _measure(trial, records[0], playback, speaker)
+    else:  # the record that interrupted (a tentative pause resumed before it is not the barge-in's silence)
+        _measure(trial, next((r for r in records if r.outcome == "interrupted"), records[0]), playback, speaker)
         if trial.outcome != "interrupted":
             worker.abort_and_clear()
             playback.clear()

@@ -254,6 +254,7 @@ class SoakTrial(BargeInTrial):
     onset_to_detection_ms: float | None = None
     onset_to_silence_ms: float | None = None
     vad_audio_ms: float | None = None  # of that, speech the VAD heard before it fired (its own stream time)
+    cue: str | None = None  # what silenced playback first: "fricative" or "vad" (a tentative onset), or "speech"
 
 
 class Director:
@@ -314,11 +315,14 @@ class Director:
             trial.outcome = "unsettled"
             return trial
         time.sleep(2 * SPEAKER_BLOCK / SPEAKER_RATE)  # the silent blocks after the interruption
-        record = next((r for r in controller.records[n_records:] if r.detected_wall >= onset), None)
+        records = [r for r in controller.records[n_records:] if r.detected_wall >= onset]
+        # the one that interrupted: a tentative pause that was resumed first must not count as the silence
+        record = next((r for r in records if r.outcome == "interrupted"), records[0] if records else None)
         if record is None:
             trial.outcome = "missed" if during_commentary else "command_only"
             return trial
         _measure(trial, record, self.voice.playback, self.speaker)
+        trial.cue = record.cue
         trial.onset_to_detection_ms = (record.detected_wall - onset) * 1000.0
         if self.voice.mic_blocks_dropped == 0:  # the VAD's stream time is the microphone's sample count
             trial.vad_audio_ms = record.detected_ms - onset_sample * 1000.0 / MIC_RATE
@@ -376,8 +380,11 @@ def run_soak(env, runtime, *, seconds: float, seed: int = 0, mode: str = "immedi
         director.stop()
         sampler.stop()
     result = summarize(sampler.samples, sink, director.trials, t0, t1)
+    records = list(voice.controller.records)
     result.update(mode=mode, seed=seed, every_s=every_s, complete=live is not None, live=live,
-                  kv_pool_pages=runtime.store.num_pages)
+                  kv_pool_pages=runtime.store.num_pages,
+                  barge_in_cues=dict(Counter(r.cue for r in records if r.outcome == "interrupted")),
+                  pauses_resumed=sum(r.outcome == "resumed" for r in records))
     if stopped is not None:
         stopped.soak_result = result
         raise stopped
@@ -549,6 +556,9 @@ def print_report(result: dict) -> None:
           f" (onset -> VAD detection p50 {f(result['onset_to_detection_ms_p50'], ' ms')}, of which speech the VAD "
           f"needed p50 {f(result['vad_audio_ms_p50'], ' ms')}; detection -> silence p95 "
           f"{f(result['barge_in_detection_ms_p95'], ' ms')})")
+    cues = ", ".join(f"{k} {v}" for k, v in sorted(result.get("barge_in_cues", {}).items())) or "none"
+    print(f"barge-ins silenced first by: {cues}; pauses resumed (no speech confirmed) "
+          f"{result.get('pauses_resumed', 0)}")
     print(f"events {result['events']}, sequence gaps {result['seq_gaps']}, actions {result['actions_executed']} "
           f"executed / {result['actions_fenced']} fenced, frames dropped {result['frames_dropped']}, "
           f"mic overruns {result['mic_overruns']}, audio devices lost {result['audio_device_losses']}")

@@ -98,7 +98,11 @@ def run(args: argparse.Namespace) -> int:
     print(f"{len(train_set)} training and {len(test_set)} held-out decisions; held-out accuracy untrained "
           f"{before['accuracy']:.1%}", file=sys.stderr, flush=True)
     t0 = time.monotonic()
-    history = train(model, train_set, test_set, candidates, settings, pad_id=pad, progress=_progress_bar(settings.steps))
+    progress = _progress_bar(settings.steps)
+    try:
+        history = train(model, train_set, test_set, candidates, settings, pad_id=pad, progress=progress)
+    finally:  # a stop (SIGINT) or an error mid-training: end the bar's line, so the next line is a line of its own
+        progress.close()
     after = evaluate(model, test_set, candidates, batch=settings.batch, pad_id=pad)
     manifest = {
         "format_version": 1, "base_model_id": loaded.model_id, "base_weight_hash": loaded.weight_hash,
@@ -130,6 +134,7 @@ def _progress_bar(steps: int):
         if step == steps:
             bar.close()
 
+    update.close = bar.close  # idempotent: a closed bar ignores a second close
     return update
 
 

@@ -10,6 +10,14 @@ cancellation alone was not enough. Modes:
                    utterance or by `min_speech_ms` of continued speech; resume on a false trigger.
   "half_duplex":   the microphone is not listened to while the agent talks (`listening` is False).
   "immediate":     interrupt on VAD onset (headphones, no echo).
+
+Tentative pause (`onset_cues`, what VoiceIO turns on for "immediate"): the VAD confirms speech only after its
+hysteresis, ~100-190 ms after the speech began ("stop" and "shoot" begin with fricatives, which silero scores
+low). With onset cues, playback pauses at the VAD's first SpeechOnset of a cue in `onset_cues`, one 32 ms window
+after the onset; SpeechStarted then confirms it (and the mode goes on from there: "immediate" interrupts), and
+an OnsetRejected (quiet again, or no speech within ~320 ms) resumes it, nothing lost. Only the reversible pause
+moves earlier: what interrupts is unchanged. The "fricative" cue (a noise-like, high rise of the level: the "s"
+of "stop") is for headsets only: with open speakers the agent's own voice would give it.
 """
 
 from __future__ import annotations
@@ -21,9 +29,13 @@ from typing import Callable, Protocol
 from agent_runtime.generation import SessionGeneration
 from agent_runtime.voice.playback import PlaybackBuffer
 from agent_runtime.voice.recognizer import Hypothesis, StablePrefix
-from agent_runtime.voice.vad import SpeechStarted, SpeechStopped
+from agent_runtime.voice.vad import OnsetRejected, SpeechOnset, SpeechStarted, SpeechStopped
 
 MODES = ("pause_confirm", "half_duplex", "immediate")
+CUES = ("fricative", "vad")
+# the onset cues a live session pauses on, per mode: a headset has no echo; open speakers keep the pause at
+# SpeechStarted (the agent's own voice at the edge of detection gives extra single-window cues)
+ONSET_CUES = {"immediate": CUES, "pause_confirm": (), "half_duplex": ()}
 
 
 class Abortable(Protocol):
@@ -35,11 +47,13 @@ class BargeInRecord:
     """One barge-in attempt, for metrics: when it was detected, what happened, how fast."""
 
     detected_wall: float
-    detected_ms: float  # stream time of the VAD onset detection
+    detected_ms: float  # stream time of the VAD onset detection (with onset cues: of the tentative onset)
     outcome: str = "pending"  # "interrupted" | "resumed" (false trigger)
     reason: str = ""
     generation: int | None = None
     bump_wall: float | None = None
+    cue: str = "speech"  # what paused or interrupted first: "speech" (SpeechStarted), or an onset cue
+    confirmed_wall: float | None = None  # SpeechStarted, after a tentative onset
 
     @property
     def detection_to_bump_ms(self) -> float | None:
@@ -65,11 +79,15 @@ class BargeInController:
     on_interrupt: Callable[[int, str], None] | None = None
     on_command: Callable[[str, Hypothesis], None] | None = None
     records: list[BargeInRecord] = field(default_factory=list)
+    onset_cues: tuple[str, ...] = ()  # tentative pause on these SpeechOnset cues (ONSET_CUES[mode] live)
 
     def __post_init__(self):
         if self.mode not in MODES:
             raise ValueError(f"barge-in mode must be one of {MODES}, not {self.mode!r}")
+        if not set(self.onset_cues) <= set(CUES):
+            raise ValueError(f"onset cues must be among {CUES}, not {self.onset_cues!r}")
         self._pending: BargeInRecord | None = None
+        self._tentative = False  # the pending record is a tentative onset, not yet confirmed by SpeechStarted
         self._speech_start_ms: float | None = None
         self._prefix = StablePrefix()
         self._commanded_utterance: int | None = None
@@ -81,13 +99,18 @@ class BargeInController:
 
     def feed(self, frames: list, stream_ms: float) -> None:
         for frame in frames:
-            if isinstance(frame, SpeechStarted):
+            if isinstance(frame, SpeechOnset):
+                self._on_onset(frame)
+            elif isinstance(frame, OnsetRejected):
+                if self._tentative:
+                    self._resume(f"no speech ({frame.reason})")
+            elif isinstance(frame, SpeechStarted):
                 self._on_speech_started(frame)
             elif isinstance(frame, SpeechStopped):
                 self._speech_start_ms = None
             elif isinstance(frame, Hypothesis):
                 self._on_hypothesis(frame)
-        if self._pending is None:
+        if self._pending is None or self._tentative:  # a tentative pause waits for SpeechStarted or a rejection
             return
         if self._speech_start_ms is not None:
             if stream_ms - self._speech_start_ms >= self.min_speech_ms:
@@ -110,9 +133,25 @@ class BargeInController:
 
     # ------------------------------------------------------------------ internals
 
+    def _on_onset(self, onset: SpeechOnset) -> None:
+        """Speech may have begun: pause now (reversible); SpeechStarted confirms, OnsetRejected resumes."""
+        if (onset.cue not in self.onset_cues or self.mode == "half_duplex" or not self.playback.active
+                or self.playback.paused or self._pending is not None):
+            return
+        self._pending = BargeInRecord(time.monotonic(), onset.detected_ms, cue=onset.cue)
+        self.records.append(self._pending)
+        self._tentative = True
+        self.playback.pause()  # silent from the next block; the queue is kept
+
     def _on_speech_started(self, event: SpeechStarted) -> None:
         self._speech_start_ms = event.t_ms
         self._prefix.reset()
+        if self._tentative:  # confirmed: go on as if the pause had come with SpeechStarted
+            self._tentative = False
+            self._pending.confirmed_wall = time.monotonic()
+            if self.mode == "immediate":
+                self._interrupt("vad")
+            return
         if not self.playback.active or self.playback.paused or self._pending is not None:
             return
         record = BargeInRecord(time.monotonic(), event.detected_ms)
@@ -155,11 +194,12 @@ class BargeInController:
         if record is not None:
             record.outcome, record.reason, record.generation = "interrupted", reason, generation
             record.bump_wall = bump_wall
-        self._pending = None
+        self._pending, self._tentative = None, False
         return generation
 
-    def _resume(self) -> None:
+    def _resume(self, reason: str = "") -> None:
         if self._pending is not None:
             self._pending.outcome = "resumed"
-        self._pending = None
+            self._pending.reason = self._pending.reason or reason
+        self._pending, self._tentative = None, False
         self.playback.resume()

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from agent_runtime.errors import first_line
+from agent_runtime.events import Kind
 from agent_runtime.notices import Notify, stderr_line
 
 LABELS = {"input": ("microphone", "listening"), "output": ("speaker", "speech")}
@@ -136,7 +137,7 @@ class AudioDeviceGuard:
         self.on_change(slot.kind, None)
         _close_quietly(stream)
         label, what = LABELS[slot.kind]
-        self.emit("audio_device_lost", device=slot.kind, reason=reason, retry_s=self.retry_s)
+        self.emit(Kind.AUDIO_DEVICE_LOST, device=slot.kind, reason=reason, retry_s=self.retry_s)
         self.notify(f"voice: the {label} failed ({reason}); play goes on without {what}; "
                     f"trying to reopen it every {self.retry_s:g} s")
 
@@ -159,5 +160,5 @@ class AudioDeviceGuard:
         slot.restores += 1
         self.on_change(slot.kind, stream)
         label, what = LABELS[slot.kind]
-        self.emit("audio_device_restored", device=slot.kind, after_s=round(now - slot.lost_at, 3))
+        self.emit(Kind.AUDIO_DEVICE_RESTORED, device=slot.kind, after_s=round(now - slot.lost_at, 3))
         self.notify(f"voice: the {label} is back; {what} again")

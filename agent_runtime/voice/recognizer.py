@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from agent_runtime.voice.vad import (SAMPLE_RATE, WINDOW_MS, SpeechStarted, SpeechStopped, VadEvent,
+from agent_runtime.voice.vad import (SAMPLE_RATE, WINDOW_MS, OnsetEvent, SpeechStarted, SpeechStopped, VadEvent,
                                      VoiceActivityDetector)
 from agent_runtime.voice.voice_commands import PHRASES, command_for, jsgf_grammar, normalize
 
@@ -128,10 +128,12 @@ class ListeningPipeline:
     def stream_ms(self) -> float:
         return self.vad.stream_ms
 
-    def push(self, block: np.ndarray, arrival: float | None = None) -> list[VadEvent | Hypothesis]:
+    def push(self, block: np.ndarray, arrival: float | None = None) -> list[OnsetEvent | VadEvent | Hypothesis]:
         arrival = time.monotonic() if arrival is None else arrival
-        frames: list[VadEvent | Hypothesis] = []
+        frames: list[OnsetEvent | VadEvent | Hypothesis] = []
         for w in self.vad.process(block):
+            if w.onset is not None:  # tentative (SpeechOnset / OnsetRejected): for a barge-in's reversible pause
+                frames.append(w.onset)
             event = w.event
             if isinstance(event, SpeechStarted):
                 frames.append(event)
@@ -193,7 +195,7 @@ class ListeningPipeline:
         return [Hypothesis(text, command_for(text), True, t_ms, (time.monotonic() - arrival) * 1000.0,
                            self._utterance, self._speech_start_ms, speech_end_ms)]
 
-    def run(self, samples: np.ndarray, block: int = 512) -> list[VadEvent | Hypothesis]:
+    def run(self, samples: np.ndarray, block: int = 512) -> list[OnsetEvent | VadEvent | Hypothesis]:
         """Push a whole 16 kHz array block by block (faster than real time) and flush."""
         frames = []
         for i in range(0, len(samples), block):

@@ -4,6 +4,15 @@ Why silero: webrtcvad flags stationary noise and tones as speech; silero does no
 32 ms window, and reacts in ~45 ms. `SileroModel` gives a speech probability per 512-sample window;
 `VoiceActivityDetector` turns the probabilities into SpeechStarted / SpeechStopped events with
 hysteresis, a minimum speech duration and a hangover, on a stream of blocks of any size.
+
+The hysteresis costs time: two windows at threshold after the first, and silero gives fricatives low
+probabilities, so "stop" and "shoot" are confirmed only ~130-190 ms after their onset. A barge-in should
+not wait that long to go quiet, so the detector also reports tentative onsets (`SpeechOnset`), one window
+after speech may have begun, and says when one comes to nothing (`OnsetRejected`). Two cues open one:
+the first window at threshold ("vad"), or a rise of the level well above the noise floor that sounds like a
+fricative or a burst ("fricative": noise-like and high, so the "s" of "stop" in its first window, but not
+tones, hum, rumble or vowels; silero catches voiced onsets anyway). Tentative onsets are for reversible
+actions only (pause playback); SpeechStarted, unchanged, is still what confirms speech.
 """
 
 from __future__ import annotations
@@ -71,6 +80,28 @@ class SpeechStarted:
 
 
 @dataclass(frozen=True)
+class SpeechOnset:
+    """Speech may have begun (not yet confirmed by SpeechStarted): t_ms is the stream time of the window that
+    gave the cue, detected_ms where it ends; cue "vad" (the first window at threshold) or "fricative" (a rise
+    well above the noise floor that sounds like a fricative or a burst, FricativeOnset)."""
+
+    t_ms: float
+    detected_ms: float
+    wall: float
+    cue: str
+
+
+@dataclass(frozen=True)
+class OnsetRejected:
+    """A tentative onset (started at onset_ms) came to nothing: quiet again, or no SpeechStarted in time."""
+
+    onset_ms: float
+    detected_ms: float
+    wall: float
+    reason: str  # "quiet" | "timeout"
+
+
+@dataclass(frozen=True)
 class SpeechStopped:
     """Speech ended at t_ms (stream time just after its last speech window); detected at detected_ms."""
 
@@ -81,17 +112,60 @@ class SpeechStopped:
 
 
 VadEvent = SpeechStarted | SpeechStopped
+OnsetEvent = SpeechOnset | OnsetRejected
 
 
 @dataclass
 class VadWindow:
-    """One processed window: its audio, where it ends in the stream, and the VAD state after it."""
+    """One processed window: its audio, where it ends in the stream, and the VAD state after it (`onset`: a
+    tentative onset opened or rejected in this window, reported before `event`)."""
 
     samples: np.ndarray
     end_ms: float
     probability: float
     in_speech: bool
     event: VadEvent | None
+    onset: OnsetEvent | None = None
+
+
+class FricativeOnset:
+    """A rise of the level that sounds like a fricative or a burst ("s", "sh", "t"): the window's RMS at least
+    `rise_db` above the noise floor (the quietest window of the last ~1.5 s) and above `min_level_db` dBFS, on
+    the window where it crosses (a steady noise counts once; the floor follows it within ~1.5 s), noise-like
+    (spectral flatness at least `min_flatness`: fricatives and bursts ~0.15-0.6, vowels, tones and hum ~0) and
+    high (at least `min_high` of its power above 2 kHz: fricatives 0.85-1, rumble and brown noise ~0.1)."""
+
+    def __init__(self, rise_db: float = 15.0, min_level_db: float = -45.0, min_flatness: float = 0.1,
+                 min_high: float = 0.5, floor_windows: int = 47, min_history: int = 8):
+        self.rise_db, self.min_level_db = rise_db, min_level_db
+        self.min_flatness, self.min_high = min_flatness, min_high
+        self.floor_windows, self.min_history = floor_windows, min_history
+        self._taper = np.hanning(WINDOW).astype(np.float32)
+        self._low = 4  # FFT bins below ~125 Hz are left out (DC, hum)
+        self._high = 2000 * WINDOW // SAMPLE_RATE  # the first bin at 2 kHz
+        self.reset()
+
+    def reset(self) -> None:
+        self._levels: list[float] = []
+        self._above = False
+        self.loud = False  # the newest window is well above the floor (whatever it sounds like)
+
+    def step(self, window: np.ndarray) -> bool:
+        """Feed one window; True when it is a fricative-like rise."""
+        level = 10.0 * float(np.log10(np.mean(np.square(window, dtype=np.float64)) + 1e-12))
+        floor = min(self._levels) if len(self._levels) >= self.min_history else None
+        self._levels.append(level)
+        if len(self._levels) > self.floor_windows:
+            del self._levels[0]
+        self.loud = floor is not None and level >= max(floor + self.rise_db, self.min_level_db)
+        rise = self.loud and not self._above
+        self._above = self.loud
+        if not rise:
+            return False
+        power = np.square(np.abs(np.fft.rfft(window * self._taper)))[self._low:] + 1e-20
+        flatness = float(np.exp(np.mean(np.log(power))) / np.mean(power))
+        high = float(power[self._high - self._low:].sum() / power.sum())
+        return flatness >= self.min_flatness and high >= self.min_high
 
 
 class VoiceActivityDetector:
@@ -100,15 +174,24 @@ class VoiceActivityDetector:
     Hysteresis: speech starts when `min_speech_ms` of windows reach `threshold`; it stops when
     `min_silence_ms` of windows stay below `threshold - 0.15`. Stationary noise and tones stay
     below threshold with silero, so no energy gate is needed.
+
+    Tentative onsets (outside speech): a SpeechOnset at the first cue, "fricative" (FricativeOnset) or "vad" (the
+    first window at threshold; it follows a "fricative" one when that came first), then either SpeechStarted
+    or an OnsetRejected: `onset_quiet_ms` of windows below threshold and near the floor, or no SpeechStarted
+    within `onset_timeout_ms` ("stop" needs up to ~240 ms from its "s" to SpeechStarted).
     """
 
     def __init__(self, threshold: float = 0.5, min_speech_ms: int = 64, min_silence_ms: int = 256,
-                 model: SileroModel | None = None):
+                 model: SileroModel | None = None, onset_timeout_ms: int = 320, onset_quiet_ms: int = 128,
+                 fricative_onset: FricativeOnset | None = None):
         self.model = model or SileroModel()
         self.threshold = threshold
         self.neg_threshold = max(0.05, threshold - 0.15)
         self.min_speech_windows = max(1, round(min_speech_ms / WINDOW_MS))
         self.min_silence_windows = max(1, round(min_silence_ms / WINDOW_MS))
+        self.onset_timeout_ms = onset_timeout_ms
+        self.onset_quiet_windows = max(1, round(onset_quiet_ms / WINDOW_MS))
+        self.fricative = fricative_onset or FricativeOnset()
         self.reset()
 
     def reset(self) -> None:
@@ -119,6 +202,10 @@ class VoiceActivityDetector:
         self._run = 0  # consecutive windows voting for a state change
         self._run_start_ms = 0.0
         self._speech_start_ms = 0.0
+        self.fricative.reset()
+        self._onset_ms: float | None = None  # an open tentative onset (stream time of its first window)
+        self._onset_vad = False  # it has had its "vad" cue
+        self._quiet = 0
 
     @property
     def stream_ms(self) -> float:
@@ -137,9 +224,11 @@ class VoiceActivityDetector:
     def _step(self, window: np.ndarray) -> VadWindow:
         start_ms = self.stream_ms
         p = self.model.probability(window)
+        fricative = self.fricative.step(window)
         self.samples_seen += WINDOW
         end_ms = self.stream_ms
         event: VadEvent | None = None
+        onset: OnsetEvent | None = None
         if not self.in_speech:
             if p >= self.threshold:
                 if self._run == 0:
@@ -151,6 +240,10 @@ class VoiceActivityDetector:
                     event = SpeechStarted(self._run_start_ms, end_ms, time.monotonic())
             else:
                 self._run = 0
+            if event is None:
+                onset = self._tentative(p, fricative, start_ms, end_ms)
+            else:
+                self._onset_ms = None  # the tentative onset, if any, is confirmed
         else:
             if p < self.neg_threshold:
                 if self._run == 0:
@@ -161,4 +254,23 @@ class VoiceActivityDetector:
                     event = SpeechStopped(self._run_start_ms, end_ms, time.monotonic(), self._speech_start_ms)
             elif p >= self.threshold:
                 self._run = 0
-        return VadWindow(window, end_ms, p, self.in_speech, event)
+        return VadWindow(window, end_ms, p, self.in_speech, event, onset)
+
+    def _tentative(self, p: float, fricative: bool, start_ms: float, end_ms: float) -> OnsetEvent | None:
+        """Open, cue or reject a tentative onset, in a window outside speech that did not start it."""
+        vad_cue = p >= self.threshold
+        if self._onset_ms is None:
+            if not (vad_cue or fricative):
+                return None
+            self._onset_ms, self._onset_vad, self._quiet = start_ms, vad_cue, 0
+            return SpeechOnset(start_ms, end_ms, time.monotonic(), "vad" if vad_cue else "fricative")
+        if vad_cue and not self._onset_vad:
+            self._onset_vad, self._quiet = True, 0
+            return SpeechOnset(start_ms, end_ms, time.monotonic(), "vad")
+        self._quiet = 0 if (vad_cue or self.fricative.loud) else self._quiet + 1
+        reason = ("quiet" if self._quiet >= self.onset_quiet_windows
+                  else "timeout" if end_ms - self._onset_ms >= self.onset_timeout_ms else None)
+        if reason is None:
+            return None
+        onset_ms, self._onset_ms = self._onset_ms, None
+        return OnsetRejected(onset_ms, end_ms, time.monotonic(), reason)

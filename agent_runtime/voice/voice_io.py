@@ -19,14 +19,14 @@ from typing import Callable
 
 import numpy as np
 
-from agent_runtime.events import EventBus
+from agent_runtime.events import EventBus, Kind
 from agent_runtime.generation import SessionGeneration
 from agent_runtime.notices import Notify, OncePerKind, stderr_line
 from agent_runtime.voice.audio_io import BLOCK_FRAMES as MIC_BLOCK
 from agent_runtime.voice.audio_io import SAMPLE_RATE as MIC_RATE
 from agent_runtime.voice.audio_io import (ArrayMicrophone, AudioCallback, RecordingSpeaker, open_input_stream,
                                           open_output_stream, refresh_devices)
-from agent_runtime.voice.barge_in import BargeInController
+from agent_runtime.voice.barge_in import ONSET_CUES, BargeInController
 from agent_runtime.voice.device_guard import AudioDeviceGuard
 from agent_runtime.voice.playback import PlaybackBuffer
 from agent_runtime.voice.realtime_pump import RealTimePump
@@ -72,7 +72,8 @@ class VoiceIO:
         self.tts = TtsWorker(EspeakTts(session), sink=self._tts_sink, on_result=self._on_synthesis)
         self.commands: deque[VoiceCommand] = deque()
         self.controller = BargeInController(session, self.playback, tts=self.tts, mode=mode,
-                                            on_interrupt=self._on_interrupt, on_command=self._on_command)
+                                            on_interrupt=self._on_interrupt, on_command=self._on_command,
+                                            onset_cues=ONSET_CUES.get(mode, ()))
         self._blocks: "queue.Queue[tuple[np.ndarray, float]]" = queue.Queue(maxsize=MAX_QUEUED_MIC_BLOCKS)
         self.mic_blocks_dropped = 0
         self._overrun = False
@@ -133,7 +134,7 @@ class VoiceIO:
         for t in self._threads:
             t.join(timeout=2)
         stats = self.playback.stats
-        self._emit("playback_stats", "playback", underruns=stats.underruns, max_depth_ms=stats.max_depth_ms,
+        self._emit(Kind.PLAYBACK_STATS, "playback", underruns=stats.underruns, max_depth_ms=stats.max_depth_ms,
                    discarded_stale=stats.discarded_stale, discarded_late=stats.discarded_late,
                    interruptions=stats.interruptions, sentences_dropped=self.sentences_dropped,
                    mic_blocks_dropped=self.mic_blocks_dropped, device_losses=self.devices.losses)
@@ -189,7 +190,7 @@ class VoiceIO:
             pass
         if not self._overrun:
             self._overrun = True
-            self._emit("mic_overrun", "asr", queued_ms=MAX_QUEUED_MIC_BLOCKS * MIC_BLOCK * 1000.0 / MIC_RATE,
+            self._emit(Kind.MIC_OVERRUN, "asr", queued_ms=MAX_QUEUED_MIC_BLOCKS * MIC_BLOCK * 1000.0 / MIC_RATE,
                        dropped=self.mic_blocks_dropped)
 
     def _speaker_callback(self, outdata, frames, time_info, status) -> None:
@@ -209,29 +210,29 @@ class VoiceIO:
         playing = bool(np.any(outdata))
         if playing != self._playing:
             self._playing = playing
-            self._emit("playback_start" if playing else "playback_stop", "playback",
+            self._emit(Kind.PLAYBACK_START if playing else "playback_stop", "playback",
                        depth_ms=self.playback.stats.depth_ms)
 
     def _tts_sink(self, chunk: SpeechChunk) -> bool:
-        self._emit("tts_chunk", "tts", generation=chunk.generation, text=chunk.text,
+        self._emit(Kind.TTS_CHUNK, "tts", generation=chunk.generation, text=chunk.text,
                    duration_ms=chunk.samples.size * 1000.0 / chunk.sample_rate)
         return self.playback.push(chunk)
 
     def _on_synthesis(self, result: SynthesisResult) -> None:
-        self._emit("tts_done", "tts", first_audio_ms=result.first_chunk_ms, aborted=result.aborted,
+        self._emit(Kind.TTS_DONE, "tts", first_audio_ms=result.first_chunk_ms, aborted=result.aborted,
                    real_time_factor=result.real_time_factor, chunks=result.chunks)
 
     def _observe(self, frames: list) -> None:
         """Voice events with the latencies the issue asks for, stamped as they happen."""
         for f in frames:
             if isinstance(f, UtteranceCut):
-                self._emit("asr_utterance_cut", "asr", t_ms=f.t_ms, started_ms=f.started_ms, max_ms=f.max_ms)
+                self._emit(Kind.ASR_UTTERANCE_CUT, "asr", t_ms=f.t_ms, started_ms=f.started_ms, max_ms=f.max_ms)
                 self._notice("cut", f"voice: you spoke for over {f.max_ms / 1000:g} s without a pause; the command "
                                     "was taken from the first part and the rest is ignored until you pause")
             elif isinstance(f, SpeechStarted):
-                self._emit("vad_speech_start", "asr", t_ms=f.t_ms, detected_ms=f.detected_ms)
+                self._emit(Kind.VAD_SPEECH_START, "asr", t_ms=f.t_ms, detected_ms=f.detected_ms)
             elif isinstance(f, SpeechStopped):
-                self._emit("vad_speech_end", "asr", t_ms=f.t_ms, detected_ms=f.detected_ms)
+                self._emit(Kind.VAD_SPEECH_END, "asr", t_ms=f.t_ms, detected_ms=f.detected_ms)
             elif isinstance(f, Hypothesis):
                 extra = {}
                 if f.final and f.speech_end_ms is not None:
@@ -239,7 +240,7 @@ class VoiceIO:
                 if not f.final and f.utterance not in self._utterance_first_partial and f.speech_start_ms is not None:
                     self._utterance_first_partial.add(f.utterance)
                     extra["speech_start_to_first_partial_ms"] = f.t_ms - f.speech_start_ms
-                self._emit("asr_final" if f.final else "asr_partial", "asr", text=f.text, command=f.command,
+                self._emit(Kind.ASR_FINAL if f.final else Kind.ASR_PARTIAL, "asr", text=f.text, command=f.command,
                            t_ms=f.t_ms, audio_age_ms=f.audio_age_ms, **extra)
 
     def _emit(self, kind: str, stream: str, generation: int | None = None, **payload) -> None:
@@ -294,7 +295,7 @@ class VoiceIO:
 
     def _on_interrupt(self, generation: int, reason: str) -> None:
         record = self.controller.records[-1] if self.controller.records else None
-        self._emit("barge_in", "playback", generation=generation, reason=reason,
+        self._emit(Kind.BARGE_IN, "playback", generation=generation, reason=reason,
                    detection_to_interrupt_ms=(time.monotonic() - record.detected_wall) * 1000.0 if record else None)
 
     def _on_command(self, command: str, hyp: Hypothesis) -> None:
