@@ -6,7 +6,6 @@ controller, then the speaker pulls one 32 ms output block, as a full-duplex soun
 
 from __future__ import annotations
 
-import time
 
 import numpy as np
 import pytest
@@ -18,10 +17,8 @@ from agent_runtime.voice.playback import PlaybackBuffer
 from agent_runtime.voice.recognizer import ListeningPipeline
 from agent_runtime.voice.tts import EspeakTts, TtsWorker
 from agent_runtime.voice.vad import SpeechStarted
-from voice_synth import synthesize
+from voice_synth import COMMENTARY, pull_one_block, start_commentary, synthesize
 
-COMMENTARY = ("Two imps ahead and one on the left. I am turning left to face them, then I will shoot "
-              "the nearest one and move back toward the door before they can reach me.")
 MIC_BLOCK = 512  # 32 ms at 16 kHz
 SPEAKER_BLOCK = 706  # 32 ms at 22.05 kHz
 
@@ -43,10 +40,7 @@ def run_session(pipeline, mode, user_audio, n_blocks=None):
                                    on_interrupt=lambda g, r: interrupts.append((g, r)),
                                    on_command=lambda c, h: commands.append(c))
     speaker = RecordingSpeaker(playback.callback, blocksize=SPEAKER_BLOCK, samplerate=tts.sample_rate)
-    worker.say(COMMENTARY)
-    deadline = time.monotonic() + 5
-    while playback.stats.depth_ms < 900 and time.monotonic() < deadline:
-        time.sleep(0.001)
+    start_commentary(worker, playback)
     detected_at = None
     n_blocks = n_blocks or len(user_audio) // MIC_BLOCK
     for i in range(n_blocks):
@@ -55,11 +49,7 @@ def run_session(pipeline, mode, user_audio, n_blocks=None):
         controller.feed(frames, pipeline.stream_ms)
         if detected_at is None and any(isinstance(f, SpeechStarted) for f in frames):
             detected_at = i
-        wait_until = time.monotonic() + 0.5  # pace the speaker as a sound card would
-        while (playback.stats.depth_ms < 33 and not worker.idle and not playback.paused
-               and time.monotonic() < wait_until):
-            time.sleep(0.0005)
-        speaker.pull(1)
+        pull_one_block(speaker, playback, worker)  # pace the speaker as a sound card would
     playback.close()
     worker.close()
     return dict(session=session, playback=playback, controller=controller, speaker=speaker, pushed=pushed,

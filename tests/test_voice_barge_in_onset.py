@@ -8,7 +8,6 @@ must pause (if at all) only briefly; open speakers (pause_confirm) keep pausing 
 
 from __future__ import annotations
 
-import time
 
 import numpy as np
 import pytest
@@ -20,12 +19,10 @@ from agent_runtime.voice.playback import PlaybackBuffer
 from agent_runtime.voice.recognizer import ListeningPipeline
 from agent_runtime.voice.tts import EspeakTts, TtsWorker
 from agent_runtime.voice.vad import OnsetRejected, SpeechOnset, SpeechStarted, SpeechStopped, VoiceActivityDetector
-from voice_synth import synthesize
+from voice_synth import pull_one_block, start_commentary, synthesize
 
 SR = 16_000
 WINDOW_MS = 32.0
-COMMENTARY = ("Two imps ahead and one on the left. I am turning left to face them, then I will shoot "
-              "the nearest one and move back toward the door before they can reach me.")
 
 
 @pytest.fixture(scope="module")
@@ -127,21 +124,14 @@ def run_session(mode, user_audio, onset_cues):
     controller = BargeInController(session, playback, worker, mode=mode, onset_cues=onset_cues,
                                    on_interrupt=lambda g, r: interrupts.append((g, r)))
     speaker = RecordingSpeaker(playback.callback, blocksize=706, samplerate=tts.sample_rate)
-    worker.say(COMMENTARY)
-    deadline = time.monotonic() + 5
-    while playback.stats.depth_ms < 900 and time.monotonic() < deadline:
-        time.sleep(0.001)
+    start_commentary(worker, playback)
     at = {}
     for i in range(len(user_audio) // 512):
         frames = pipeline.push(user_audio[i * 512 : (i + 1) * 512]) if controller.listening else []
         controller.feed(frames, pipeline.stream_ms)
         for f in frames:
             at.setdefault(type(f), i)
-        wait_until = time.monotonic() + 0.5  # pace the speaker as a sound card would
-        while (playback.stats.depth_ms < 33 and not worker.idle and not playback.paused
-               and time.monotonic() < wait_until):
-            time.sleep(0.0005)
-        speaker.pull(1)
+        pull_one_block(speaker, playback, worker)  # pace the speaker as a sound card would
     playback.close()
     worker.close()
     return dict(session=session, playback=playback, controller=controller, blocks=speaker.blocks, at=at,

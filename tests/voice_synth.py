@@ -65,3 +65,28 @@ def utterance(text: str, voice: str = "espeak:en-us", snr_db: float | None = Non
     """A phrase padded with silence (and noise over the whole clip when snr_db is given)."""
     x = with_silence(synthesize(text, voice), before_s, after_s)
     return x if snr_db is None else add_noise(x, snr_db)
+
+
+COMMENTARY = ("Two imps ahead and one on the left. I am turning left to face them, then I will shoot "
+              "the nearest one and move back toward the door before they can reach me.")
+
+
+def start_commentary(worker, playback, text: str = COMMENTARY) -> None:
+    """Queue commentary and wait (at most 5 s) until playback holds ~0.9 s of it."""
+    import time
+
+    worker.say(text)
+    deadline = time.monotonic() + 5
+    while playback.stats.depth_ms < 900 and time.monotonic() < deadline:
+        time.sleep(0.001)
+
+
+def pull_one_block(speaker, playback, worker) -> None:
+    """The speaker pulls one block once the buffer holds a block's worth, as a sound card paced in lockstep."""
+    import time
+
+    wait_until = time.monotonic() + 0.5
+    while (playback.stats.depth_ms < 33 and not worker.idle and not playback.paused
+           and time.monotonic() < wait_until):
+        time.sleep(0.0005)
+    speaker.pull(1)
