@@ -51,12 +51,6 @@ class SessionClock:
         self._tics_released = 0
         self._steps = 0
 
-    def step_cost_ms(self, measured_s: float, decode_rows: int, prefill_tokens: int) -> float:
-        """What a computation costs: its measured time, or the fixed cost of its rows and tokens."""
-        if self.cost is not None:
-            return self.cost.step_ms(decode_rows, prefill_tokens)
-        return measured_s * 1000.0
-
     def cost_of(self, outcome) -> float:
         """What one engine step (a StepOutcome) costs: replayed, idle (one tic) or its computation's cost."""
         step, self._steps = self._steps, self._steps + 1
@@ -66,7 +60,9 @@ class SessionClock:
             return self.replay_costs[step]
         if not outcome.batch:
             return MS_PER_TIC  # nothing to compute: wait for the next frame
-        return self.step_cost_ms(outcome.measured_s, outcome.decode_rows, outcome.prefill_tokens)
+        if self.cost is not None:
+            return self.cost.step_ms(outcome.decode_rows, outcome.prefill_tokens)
+        return outcome.measured_s * 1000.0
 
     def charge(self, ms: float) -> int:
         """Advance session time by ms; return the whole tics that became due."""

@@ -166,9 +166,6 @@ class MultiStreamAgent:
         self.action.restart()
         self._sync_views()
 
-    def newest_frame(self) -> TimedFrame | None:
-        return self.frames.newest()
-
     # -- one engine step ---------------------------------------------------------------------------
     def step(self, now_ms: float) -> StepOutcome:
         self.now_ms = now_ms

@@ -61,10 +61,11 @@ class PlayBenchJob:
                         think_tokens=self.args.think_tokens)
 
 
-def run_play_bench_on_ray(args: argparse.Namespace, agents: tuple[str, ...]) -> tuple[dict, str]:
-    """The serial bench's result (plus workers and the tasks lost) and the plot's title."""
+def episodes_by_agent(args: argparse.Namespace, job, agents, command: str,
+                      report_episode) -> tuple[dict, list, dict, dict]:
+    """Episode i of every agent on the Ray workers: ({agent: its results in seed order}, the tasks lost, the first
+    worker's info, the machine header (printed))."""
     from agent_runtime.benchmarks.measure import print_header
-    from agent_runtime.benchmarks.play_bench import report_episode, summarize_agents
     from agent_runtime.fanout.ray_cluster import connect
     from agent_runtime.fanout.worker_pool import WorkerPool
 
@@ -77,13 +78,22 @@ def run_play_bench_on_ray(args: argparse.Namespace, agents: tuple[str, ...]) -> 
 
     with connect(args.ray_address, args.workers, args.threads) as cluster:
         print(cluster.describe(args.workers), file=sys.stderr, flush=True)
-        pool = WorkerPool(cluster, PlayBenchJob(args, agents), args.workers, command="bench play")
+        pool = WorkerPool(cluster, job, args.workers, command=command)
         lost = pool.run(tasks, on_result)
         info = pool.first_info or {}
     per_agent = {name: [results[(i, name)] for i in range(args.episodes) if (i, name) in results] for name in agents}
-    result = summarize_agents(per_agent, episodes=args.episodes, seed=args.seed)
     machine = {**info.get("_machine", {}), "workers": args.workers, "ray": cluster.describe(args.workers)}
     print_header(machine)
+    return per_agent, lost, info, machine
+
+
+def run_play_bench_on_ray(args: argparse.Namespace, agents: tuple[str, ...]) -> tuple[dict, str]:
+    """The serial bench's result (plus workers and the tasks lost) and the plot's title."""
+    from agent_runtime.benchmarks.play_bench import report_episode, summarize_agents
+
+    per_agent, lost, info, machine = episodes_by_agent(args, PlayBenchJob(args, agents), agents, "bench play",
+                                                       report_episode)
+    result = summarize_agents(per_agent, episodes=args.episodes, seed=args.seed)
     result.update(machine=machine, cpu_path=machine.get("cpu_path"), scenario=args.scenario,
                   adapter=info.get("adapter"), workers=args.workers, lost=[task.label for task, _ in lost])
     adapter = info.get("adapter")

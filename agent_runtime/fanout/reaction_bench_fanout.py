@@ -8,7 +8,6 @@ episodes put back in seed order, so with --fixed-cost it is the serial summary.
 from __future__ import annotations
 
 import argparse
-import sys
 
 from agent_runtime.errors import UserError
 from agent_runtime.fanout.outcome import Task
@@ -45,32 +44,17 @@ class ReactionBenchJob:
 
 def run_reaction_bench_on_ray(args: argparse.Namespace) -> tuple[dict, str]:
     """The serial bench's result (plus workers and the tasks lost) and the plot's title."""
-    from agent_runtime.benchmarks.measure import print_header
     from agent_runtime.benchmarks.reaction_bench import AGENTS, report_episode, summarize_agents
-    from agent_runtime.fanout.ray_cluster import connect
-    from agent_runtime.fanout.worker_pool import WorkerPool
+    from agent_runtime.fanout.play_bench_fanout import episodes_by_agent
 
     if args.device != "cpu":
         raise UserError("--workers/--ray-address run on CPU workers; use --device cpu (or drop --workers)")
-    tasks = [Task((i, name), None, f"episode {i} {name}") for i in range(args.episodes) for name in AGENTS]
-    results: dict[tuple[int, str], dict] = {}
-
-    def on_result(task, outcome, worker) -> None:
-        results[task.key] = outcome.result
-        report_episode(task.key[0], args.episodes, task.key[1], outcome.result, f" ({worker.name()})")
-
-    with connect(args.ray_address, args.workers, args.threads) as cluster:
-        print(cluster.describe(args.workers), file=sys.stderr, flush=True)
-        pool = WorkerPool(cluster, ReactionBenchJob(args), args.workers, command="bench reaction")
-        lost = pool.run(tasks, on_result)
-        info = pool.first_info or {}
-    per_agent = {name: [results[(i, name)] for i in range(args.episodes) if (i, name) in results] for name in AGENTS}
+    per_agent, lost, info, machine = episodes_by_agent(args, ReactionBenchJob(args), AGENTS, "bench reaction",
+                                                       report_episode)
     empty = [name for name, runs in per_agent.items() if not runs]
     if empty:
         raise UserError(f"no episode of {', '.join(empty)} finished on any worker; nothing to summarize")
     result = summarize_agents(per_agent, args.think_tokens)
-    machine = {**info.get("_machine", {}), "workers": args.workers, "ray": cluster.describe(args.workers)}
-    print_header(machine)
     result.update(machine=machine, cpu_path=machine.get("cpu_path"), scenario=args.scenario, workers=args.workers,
                   adapter=info.get("adapter"), lost=[task.label for task, _ in lost])
     title = (f"{args.scenario}, {machine.get('model')}, {args.episodes} episodes, {args.workers} Ray workers x "
