@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import os
 import sys
 
 from agent_runtime import signals
@@ -39,26 +38,28 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    with signals.handle_stops():  # SIGINT/SIGTERM: stop after the current step, exit 130/143
+def _run(args: argparse.Namespace) -> int:
+    """The command's exit code: 2 for a UserError, 1 for an engine that died, 130/143 for a stop (one line each)."""
+    try:
         try:
             return int(args._run(args) or 0)
-        except UserError as e:
+        except (UserError, EngineDied) as e:  # EngineDied: commands that do not handle it themselves
             print(f"agent-runtime {args.command}: error: {e}", file=sys.stderr)
-            return 2
-        except EngineDied as e:  # commands that do not handle it themselves: one line, exit 1
-            print(f"agent-runtime {args.command}: error: {e}", file=sys.stderr)
-            return 1
-        except KeyboardInterrupt as e:
-            print(f"agent-runtime {args.command}: {e if isinstance(e, signals.Interrupted) else 'interrupted'}",
-                  file=sys.stderr)
-            code = getattr(e, "exit_code", 130)
-    if argv is None:  # the command line: everything is closed; skip the ~1 s interpreter teardown (torch)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
+            return 2 if isinstance(e, UserError) else 1
+        finally:
+            signals.finished()  # a signal from here on (the exit) is ignored: the code stays the command's
+    except KeyboardInterrupt as e:  # the stop came before the work was over
+        print(f"agent-runtime {args.command}: {e if isinstance(e, signals.Interrupted) else 'interrupted'}",
+              file=sys.stderr)
+        return getattr(e, "exit_code", 130)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    with signals.handle_stops():  # SIGINT/SIGTERM: stop after the current step, exit 130/143
+        code = _run(args)
+        if argv is None:  # the command line: everything is closed; skip the 1-2 s interpreter teardown (torch),
+            signals.exit_process(code)  # in which a Ctrl-C would kill the process with no line and exit -2
     return code
 
 

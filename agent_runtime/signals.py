@@ -7,6 +7,7 @@ signal raises Interrupted where the program is, as Ctrl-C normally does. A secon
 does not stop, flushes stdout/stderr and exits with the same code without any cleanup (events.jsonl is
 flushed line by line, so what was written stays). A fault noticed elsewhere (a full recordings disk under
 `--on-disk-full stop`) asks for the same clean stop with request_stop(error): the next check() raises it.
+Once the command's work is over (`finished()`), a first signal changes nothing: the run exits with its own code.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ REASONS = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated"}
 _requested: int | None = None  # the first signal received, until handled
 _loops = 0  # step loops running that check() between steps
 _fault: BaseException | None = None  # a fault elsewhere that asked the run to stop (raised once by check())
+_finished = False  # the command's work is over: only its exit is left
 
 
 class Interrupted(KeyboardInterrupt):
@@ -57,6 +59,12 @@ def request_stop(fault: BaseException) -> None:
         _fault = fault
 
 
+def finished() -> None:
+    """The command's work is over: a first signal from now on is ignored (no traceback from the exit path)."""
+    global _finished
+    _finished = True
+
+
 @contextmanager
 def stoppable():
     """A step loop that calls check() between its steps: inside it a signal only sets the flag."""
@@ -71,34 +79,37 @@ def stoppable():
 def _handle(signum: int, frame) -> None:
     global _requested
     if _requested is not None:  # the second signal: out now
-        _exit_now(signum)
+        exit_process(128 + signum, f"agent-runtime: {signal.Signals(signum).name} again: exiting at once")
     _requested = signum
-    if _loops == 0:
+    if _loops == 0 and not _finished:
         raise Interrupted(signum)
 
 
-def _exit_now(signum: int) -> None:
+def exit_process(code: int, last_line: str | None = None) -> None:
+    """Flush stdout/stderr (a closed pipe is no error here), write `last_line` to stderr and end the process
+    at once with `code`: no cleanup, no interpreter teardown."""
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
         except Exception:
             pass
     try:
-        os.write(2, f"agent-runtime: {signal.Signals(signum).name} again: exiting at once\n".encode())
+        if last_line:
+            os.write(2, f"{last_line}\n".encode())
     except OSError:
         pass
-    os._exit(128 + signum)
+    os._exit(code)
 
 
 @contextmanager
 def handle_stops():
     """Install the handlers for the duration of a command (main thread only; elsewhere a no-op)."""
-    global _requested, _fault
+    global _requested, _fault, _finished
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     saved = {sig: signal.getsignal(sig) for sig in SIGNALS}
-    _requested, _fault = None, None
+    _requested, _fault, _finished = None, None, False
     for sig in SIGNALS:
         signal.signal(sig, _handle)
     try:
@@ -106,4 +117,4 @@ def handle_stops():
     finally:
         for sig, handler in saved.items():
             signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
-        _requested, _fault = None, None
+        _requested, _fault, _finished = None, None, False

@@ -8,12 +8,18 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 
 
+def _after_first_start(stderr: str) -> str:
+    """stderr without the one-time line of a machine's first start (the embedded model converted to its cache:
+    tiny:llama uses its tokenizer)."""
+    return "".join(line for line in stderr.splitlines(keepends=True) if not line.startswith("converting the embedded model"))
+
+
 def test_bench_voice_reports_recognition_and_latency_keys():
     proc = subprocess.run([sys.executable, "-m", "agent_runtime.cli", "bench", "voice", "--commands", "2",
                            "--model", "tiny:llama", "--json"], cwd=REPO, capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
-    assert proc.stderr.startswith("machine: ")
+    assert _after_first_start(proc.stderr).startswith("machine: ")
     # accuracy itself is measured offline (tests/test_voice_recognizer.py); here the real-time path must work
     assert result["commands"] == 2 and result["recognized_correctly"] >= 1
     assert len(result["samples_ms"]) == result["recognized_correctly"]

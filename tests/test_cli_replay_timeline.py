@@ -12,7 +12,8 @@ import cv2
 import pytest
 
 from agent_runtime.config import RunConfig
-from agent_runtime.recording import Manifest, Recording
+from agent_runtime.recording.manifest import Manifest
+from agent_runtime.recording.recording import Recording
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -16,10 +16,15 @@ import pytest
 from agent_runtime.errors import UserError
 from agent_runtime.model_loader import load_tokenizer
 from agent_runtime.prompts import ACTION_PROMPT
-from agent_runtime.training.decision_log import DECISIONS, EPISODES, read_decisions
+from agent_runtime.training.decision_log import DECISIONS, EPISODES, complete_bytes, parse_decisions
 
 REPO = Path(__file__).resolve().parent.parent
 BUTTONS = {"ATTACK", "TURN_LEFT", "TURN_RIGHT", "NOOP"}
+
+
+def read_decisions(directory) -> list[dict]:
+    """The decisions of a data set's complete episodes (what `train` reads)."""
+    return parse_decisions(complete_bytes(directory))
 
 
 def collect(out: Path, *args: str, timeout: float = 180) -> subprocess.CompletedProcess:

@@ -1,7 +1,8 @@
 """A recordings disk that fills up mid-run: one line, the play goes on (or stops cleanly), the recording replays.
 
 The write failures are real: an `agent-runtime episode` whose file-size limit (RLIMIT_FSIZE, set while it plays)
-cuts events.jsonl mid-line (EFBIG), and a live session's event log and a WAV switched onto /dev/full (ENOSPC).
+cuts events.jsonl mid-line (EFBIG), the same limit on its ViZDoom engine, which cuts the episode.lmp it writes
+itself, and a live session's event log and a WAV switched onto /dev/full (ENOSPC).
 """
 
 from __future__ import annotations
@@ -38,9 +39,13 @@ HEADROOM = 16 * 1024  # bytes events.jsonl may still grow once the limit is set
 
 
 def _start_episode(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen, Path]:
+    return _start_episode_of("llm", tmp_path, "--model", "tiny:llama", "--fixed-cost", "--max-tics", "300", *extra)
+
+
+def _start_episode_of(policy: str, tmp_path: Path, *extra: str) -> tuple[subprocess.Popen, Path]:
     err = tmp_path / "stderr.txt"
-    cmd = [sys.executable, "-m", "agent_runtime.cli", "episode", "--policy", "llm", "--model", "tiny:llama",
-           "--fixed-cost", "--max-tics", "300", "--out", str(tmp_path / "out"), *extra]
+    cmd = [sys.executable, "-m", "agent_runtime.cli", "episode", "--policy", policy, "--out", str(tmp_path / "out"),
+           *extra]
     with err.open("w") as f:
         proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=f, text=True,
                                 env={**os.environ, "PYTHONPATH": str(REPO)})
@@ -86,6 +91,39 @@ def _assert_cut_log_reads_back_and_replays(directory: Path, limit: int) -> None:
 
 def _stopped_lines(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if "recording stopped" in line]
+
+
+def test_a_demo_the_engine_cannot_write_whole_is_marked_and_refused_by_replay_not_replayed_into_a_crash(tmp_path):
+    """The engine writes episode.lmp itself, in one go at the episode's end: limited to 300 bytes (ViZDoom
+    inherits Python's ignored SIGXFSZ, so its write fails with EFBIG) it leaves a cut demo and says nothing."""
+    proc, err = _start_episode_of("random", tmp_path, "--clock", "realtime", "--max-tics", "70", "--json")
+    out = tmp_path / "out"
+    deadline = time.monotonic() + 60
+    while not (engines := [p for p in psutil.Process(proc.pid).children(recursive=True) if p.name() == "vizdoom"]) \
+            or not any(log.stat().st_size for log in out.glob("*/events.jsonl")):  # the engine plays, recorded
+        assert proc.poll() is None and time.monotonic() < deadline, err.read_text()
+        time.sleep(0.01)
+    for engine in engines:
+        engine.rlimit(resource.RLIMIT_FSIZE, (300, engine.rlimit(resource.RLIMIT_FSIZE)[1]))
+    stdout, _ = proc.communicate(timeout=60)
+    stderr = err.read_text()
+    assert proc.returncode == 0 and "Traceback" not in stderr, stderr
+    (line,) = _stopped_lines(stderr)
+    assert "episode.lmp: ViZDoom left its demo cut short: 300 of" in line and "play goes on" in line
+    assert json.loads(stdout)["tics"] >= 70  # the episode played to its end
+    (directory,) = _recordings(tmp_path)
+    assert (directory / "episode.lmp").stat().st_size == 300
+    recording = Recording.open(directory)  # every event stays readable
+    frames = recording.of_kind("frame_read")
+    assert recording.warnings == [] and len(frames) > 15 and frames[-1].tic >= 60  # to the episode's end
+    assert recording.manifest.extra["complete"] is False and recording.manifest.extra["end_reason"] == "write_failed"
+    assert recording.manifest.lmp["complete"] is False and recording.manifest.lmp["problem"].startswith("cut short")
+    t0 = time.monotonic()
+    replay = subprocess.run([sys.executable, "-m", "agent_runtime.cli", "replay", str(directory)], cwd=REPO,
+                            capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert replay.returncode == 2 and "Traceback" not in replay.stderr, replay.stderr
+    assert "cut short: 300 of" in replay.stderr and "cannot replay a cut demo" in replay.stderr
+    assert time.monotonic() - t0 < 30  # refused before the engine starts (a cut demo crashes it, slowly)
 
 
 @pytest.mark.slow  # two episodes in a subprocess: ~15-30 s on 2 busy cores

@@ -224,7 +224,9 @@ def test_ctrl_c_stops_every_worker_closes_their_recordings_and_exits_130(tmp_pat
     assert "interrupted by SIGINT" in text
     finished = {r["recording"] for r in _results(out).values()} if (out / "results.jsonl").exists() else set()
     stopped = sorted(d for d in out.iterdir() if d.is_dir() and str(d) not in finished)
-    assert len(stopped) == 2, text  # the episode in progress on each worker; none started after the stop
+    # the episode in progress on each worker, none started after the stop; tiny episodes last ~1.5 s, so a worker
+    # may have just finished one (reported as complete below) when the signal came
+    assert 1 <= len(stopped) <= 2, text
     for directory in stopped:
         last = json.loads((directory / "events.jsonl").read_text().splitlines()[-1])
         assert last["kind"] == "session_end" and last["payload"]["reason"] == "interrupted"
@@ -259,3 +261,25 @@ def test_bench_play_on_two_workers_reports_the_serial_summary(tmp_path, ray_addr
     expected, got = json.loads(serial.stdout), json.loads(fanned.stdout)
     assert got["agents"] == expected["agents"] and got["seeds"] == expected["seeds"] == [0, 1]
     assert got["workers"] == 2 and got["lost"] == []
+
+
+@pytest.mark.slow
+def test_bench_reaction_on_two_workers_reports_the_serial_summary(tmp_path, ray_address):
+    common = ("bench", "reaction", "--model", "tiny:llama", "--fixed-cost", "--episodes", "2", "--max-tics", "60",
+              "--think-tokens", "4", "--json")  # 4 think tokens: the sequential agent acts within 60 tics too
+    serial = _cli(*common, "--threads", "1", "--out", str(tmp_path / "serial"))
+    assert serial.returncode == 0, serial.stderr
+    fanned = _cli(*common, "--workers", "2", "--ray-address", ray_address, "--out", str(tmp_path / "ray"))
+    assert fanned.returncode == 0, fanned.stderr
+    expected, got = json.loads(serial.stdout), json.loads(fanned.stdout)
+    assert set(got) == set(expected) | {"workers", "lost"}  # the serial shape, plus how it was fanned out
+    assert got["workers"] == 2 and got["lost"] == [] and got["machine"]["workers"] == 2
+    assert list(got["agents"]) == list(expected["agents"]) == ["multi_stream", "sequential", "no_think"]
+    for name, summary in got["agents"].items():
+        assert set(summary) == set(expected["agents"][name])
+        assert summary["episodes"] == 2 and len(summary["kills_per_episode"]) == 2
+        assert summary["actions_executed"] > 0 and 0 < summary["reaction_ms_p50"] <= summary["reaction_ms_p95"]
+        assert summary == expected["agents"][name], name  # --fixed-cost: the serial episodes, number for number
+    assert got["ratios"] == expected["ratios"] and got["ratios"]["reaction_p50_seq_over_multi"] > 1
+    assert got["targets"] == expected["targets"]
+    assert Path(got["plot"]).is_file() and (tmp_path / "ray" / "reaction.json").is_file()

@@ -16,7 +16,8 @@ import pytest
 from agent_runtime.config import RunConfig
 from agent_runtime.errors import UserError
 from agent_runtime.events import EventBus
-from agent_runtime.recording import Manifest, Recording, screen_hash
+from agent_runtime.recording.manifest import Manifest
+from agent_runtime.recording.recording import Recording, screen_hash
 from agent_runtime.recording.replay_check import check_replay
 from envs.doom_env import DoomEnv
 

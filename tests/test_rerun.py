@@ -16,8 +16,9 @@ import pytest
 
 from agent_runtime.cli import main
 from agent_runtime.errors import UserError
-from agent_runtime.recording import FORMAT_VERSION, Recording
 from agent_runtime.recording.engine_paths import MAX_ENGINE_LMP_PATH
+from agent_runtime.recording.manifest import FORMAT_VERSION
+from agent_runtime.recording.recording import Recording
 from agent_runtime.recording.rerun import first_divergence, rerun_recording
 from agent_runtime.recording.user_script import command_for_text, parse_user_text_args
 

@@ -36,7 +36,7 @@ def run_session(pipeline, mode, user_audio, n_blocks=None):
     pushed = []
     worker = TtsWorker(tts, lambda c: pushed.append(c) or playback.push(c))
     interrupts, commands = [], []
-    controller = BargeInController(session, playback, worker, mode=mode,
+    controller = BargeInController(session, playback, mode=mode,
                                    on_interrupt=lambda g, r: interrupts.append((g, r)),
                                    on_command=lambda c, h: commands.append(c))
     speaker = RecordingSpeaker(playback.callback, blocksize=SPEAKER_BLOCK, samplerate=tts.sample_rate)

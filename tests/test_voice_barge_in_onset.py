@@ -121,7 +121,7 @@ def run_session(mode, user_audio, onset_cues):
     playback = PlaybackBuffer(session, tts.sample_rate, max_depth_ms=1000)
     worker = TtsWorker(tts, playback.push)
     interrupts = []
-    controller = BargeInController(session, playback, worker, mode=mode, onset_cues=onset_cues,
+    controller = BargeInController(session, playback, mode=mode, onset_cues=onset_cues,
                                    on_interrupt=lambda g, r: interrupts.append((g, r)))
     speaker = RecordingSpeaker(playback.callback, blocksize=706, samplerate=tts.sample_rate)
     start_commentary(worker, playback)

@@ -51,17 +51,19 @@ def test_partials_then_one_final_with_times_and_ages(pipeline):
 
 def test_stable_prefix_commits_agreed_words_and_retracts_revisions():
     sp = StablePrefix(agreement=2)
-    assert sp.update("go").stable == ""
-    u = sp.update("go")
-    assert u.stable == "go" and sp.committable_command is None  # "go" alone is a prefix of two phrases
-    u = sp.update("open")  # revision: "go" is taken back, nothing stale stays committed
-    assert u.retracted == "go" and u.stable == ""
+    sp.update("go")
+    assert sp.stable == ""
+    sp.update("go")
+    assert sp.stable == "go" and sp.committable_command is None  # "go" alone is a prefix of two phrases
+    sp.update("open")  # revision: "go" is taken back, nothing stale stays committed
+    assert sp.stable == ""
     sp.update("go back")
-    u = sp.update("go back")
-    assert u.stable == "go back" and sp.committable_command == "MOVE_BACKWARD"
-    u = sp.update("go back", final=True)
-    assert u.final and u.stable == "go back" and u.unstable == ""
-    assert sp.update("stop").stable == ""  # a new utterance starts clean
+    sp.update("go back")
+    assert sp.stable == "go back" and sp.committable_command == "MOVE_BACKWARD"
+    sp.update("go back", final=True)
+    assert sp.final and sp.stable == "go back"
+    sp.update("stop")
+    assert sp.stable == ""  # a new utterance starts clean
 
 
 def test_grammar_and_buttons():

@@ -17,7 +17,8 @@ from kernels.view_layout import ViewLayout
 def _timed(fn, device: str, repeats: int) -> float:
     """Median seconds per call (CUDA events on the GPU, perf_counter elsewhere)."""
     import statistics
-    import time
+
+    from agent_runtime.benchmarks.measure import timed
 
     fn()  # warm-up / compile
     samples = []
@@ -30,9 +31,7 @@ def _timed(fn, device: str, repeats: int) -> float:
             torch.cuda.synchronize()
             samples.append(start.elapsed_time(end) / 1000.0)
         else:
-            t0 = time.perf_counter()
-            fn()
-            samples.append(time.perf_counter() - t0)
+            samples.append(timed(fn))
     return statistics.median(samples)
 
 

@@ -17,7 +17,7 @@ import random
 
 import torch
 
-from agent_runtime.benchmarks.measure import Timing, progress, timed
+from agent_runtime.benchmarks.measure import Timing, progress, pyplot, save_figure, timed
 from agent_runtime.kv_block_store import KVBlockStore
 from agent_runtime.model_loader import LoadedModel
 from agent_runtime.model_runner import ModelRunner, StreamInput
@@ -190,11 +190,7 @@ class KVBench:
 
 def plot_streams(result: dict, path, title: str) -> None:
     """Aggregate decode tokens/s against streams, beside perfect scaling and the linear-layer bound at 4."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     counts = sorted(int(k.rsplit("_", 1)[1]) for k in result if k.startswith("tokens_per_s_"))
     rates = [result[f"tokens_per_s_{n}"] for n in counts]
     fig, ax = plt.subplots(figsize=(6, 4), dpi=120)
@@ -212,7 +208,5 @@ def plot_streams(result: dict, path, title: str) -> None:
     ax.set_title(title, fontsize=10)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8, loc="upper left")
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    save_figure(fig, path)
 

@@ -1,4 +1,4 @@
-"""Small timing helpers shared by the benchmarks: medians with spread, and the machine header."""
+"""Small helpers shared by the benchmarks: medians with spread, percentile keys, the machine header, plots."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ import statistics
 import sys
 import time
 from dataclasses import dataclass
+
+from agent_runtime.percentiles import summarize
 
 
 @dataclass
@@ -60,3 +62,27 @@ def print_header(info: dict, stream=sys.stderr) -> None:
 
 def progress(msg: str, stream=sys.stderr) -> None:
     print(f"  .. {msg}", file=stream, flush=True)
+
+
+def stats(name: str, values, which=("p50", "p95", "max")) -> dict:
+    """The result keys `name`_p50, `name`_p95, ... (None without values): the quantiles and extremes asked for."""
+    summary = summarize(values, (50, 95))
+    return {f"{name}_{w}": summary[w] for w in which}
+
+
+def pyplot():
+    """matplotlib's pyplot on the file-only Agg backend: the benchmarks run headless."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def save_figure(fig, path, **savefig) -> None:
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(path, **savefig)
+    plt.close(fig)

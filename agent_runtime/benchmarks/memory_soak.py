@@ -11,7 +11,7 @@ from pathlib import Path
 
 import psutil
 
-from agent_runtime.benchmarks.measure import progress
+from agent_runtime.benchmarks.measure import progress, pyplot, save_figure
 from agent_runtime.llm_episode import run_llm_episode
 
 
@@ -48,11 +48,7 @@ def run_memory_soak(env, runtime, *, frames: int, fixed_cost=None) -> dict:
 
 
 def plot_memory(samples, path: Path, title: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     frames = [s[0] for s in samples]
     fig, ax1 = plt.subplots(figsize=(7, 3.6), dpi=120)
     ax1.plot(frames, [s[1] for s in samples], color="tab:blue", lw=1, label="KV pages in use")
@@ -63,6 +59,4 @@ def plot_memory(samples, path: Path, title: str) -> None:
     ax2.set_ylabel("RSS (MB)", color="tab:red")
     ax2.set_ylim(0, max(s[3] for s in samples) * 1.2)
     ax1.set_title(title, fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    save_figure(fig, path)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from agent_runtime.benchmarks.measure import progress
+from agent_runtime.benchmarks.measure import progress, pyplot, save_figure
 
 MODEL_AGENTS = ("multi_stream", "multi_stream_untrained", "sequential", "no_think")
 PLAYERS = ("scripted", "expert", "random")
@@ -93,25 +93,26 @@ def summarize_agents(per_agent: dict[str, list[dict]], *, episodes: int, seed: i
             "seeds": [seed + i for i in range(episodes)]}
 
 
-def run_play_bench(env, open_env, runtimes: dict, *, episodes: int, seed: int, max_tics=None, fixed_cost=None,
-                   think_tokens: int = 64, agents=AGENTS) -> dict:
-    """Episode i of every agent plays seed + i; agents take turns episode by episode."""
+def play_interleaved(agents, episodes: int, seed: int, play, report) -> dict[str, list[dict]]:
+    """Episode i of every agent plays seed + i (`play(name, seed)`); agents take turns episode by episode."""
     per_agent: dict[str, list[dict]] = {name: [] for name in agents}
     for index in range(episodes):
         for name in agents:
-            r = play_one(name, env, open_env, runtimes, seed=seed + index, max_tics=max_tics,
-                         fixed_cost=fixed_cost, think_tokens=think_tokens)
-            per_agent[name].append(r)
-            report_episode(index, episodes, name, r)
+            per_agent[name].append(play(name, seed + index))
+            report(index, episodes, name, per_agent[name][-1])
+    return per_agent
+
+
+def run_play_bench(env, open_env, runtimes: dict, *, episodes: int, seed: int, max_tics=None, fixed_cost=None,
+                   think_tokens: int = 64, agents=AGENTS) -> dict:
+    per_agent = play_interleaved(agents, episodes, seed, lambda name, s: play_one(
+        name, env, open_env, runtimes, seed=s, max_tics=max_tics, fixed_cost=fixed_cost, think_tokens=think_tokens),
+        report_episode)
     return summarize_agents(per_agent, episodes=episodes, seed=seed)
 
 
 def plot_kills(result: dict, path: Path, title: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     names = list(result["agents"])
     means = [result["agents"][n]["kills_mean"] for n in names]
     stds = [result["agents"][n]["kills_std"] for n in names]
@@ -121,9 +122,7 @@ def plot_kills(result: dict, path: Path, title: str) -> None:
     ax.set_ylabel("kills per episode (mean ± std)")
     ax.set_title(title)
     ax.tick_params(axis="x", labelrotation=20)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, dpi=110)
 
 
 def write_outputs(result: dict, out_dir: Path, title: str) -> dict:

@@ -14,9 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from agent_runtime.benchmarks.measure import progress
-from agent_runtime.llm_episode import run_llm_episode
-from agent_runtime.sequential_agent import run_sequential_episode
+from agent_runtime.benchmarks.measure import progress, pyplot, save_figure
+from agent_runtime.benchmarks.play_bench import play_interleaved, play_model_episode
 
 AGENTS = ("multi_stream", "sequential", "no_think")
 
@@ -55,11 +54,8 @@ def _summary(episodes: list[dict], think_tokens: int) -> dict:
 
 def play_one(name: str, env, runtime, *, seed: int, think_tokens: int, max_tics: int | None, fixed_cost=None) -> dict:
     """One episode of one agent on seed `seed` (what a Ray worker plays too)."""
-    if name == "multi_stream":
-        return run_llm_episode(env, runtime, seed=seed, max_tics=max_tics, fixed_cost=fixed_cost, agent_seed=seed)
-    think = think_tokens if name == "sequential" else 0
-    return run_sequential_episode(env, runtime, think_tokens=think, seed=seed, max_tics=max_tics,
-                                  fixed_cost=fixed_cost, agent_seed=seed)
+    return play_model_episode(name, env, {"trained": runtime}, seed=seed, max_tics=max_tics, fixed_cost=fixed_cost,
+                              think_tokens=think_tokens)
 
 
 def report_episode(index: int, episodes: int, name: str, r: dict, where: str = "") -> None:
@@ -71,13 +67,8 @@ def report_episode(index: int, episodes: int, name: str, r: dict, where: str = "
 
 def run_reaction_bench(env, runtime, *, episodes: int, think_tokens: int, max_tics: int | None, seed: int,
                        fixed_cost=None) -> dict:
-    per_agent: dict[str, list[dict]] = {name: [] for name in AGENTS}
-    for index in range(episodes):
-        for name in AGENTS:
-            r = play_one(name, env, runtime, seed=seed + index, think_tokens=think_tokens, max_tics=max_tics,
-                         fixed_cost=fixed_cost)
-            per_agent[name].append(r)
-            report_episode(index, episodes, name, r)
+    per_agent = play_interleaved(AGENTS, episodes, seed, lambda name, s: play_one(
+        name, env, runtime, seed=s, think_tokens=think_tokens, max_tics=max_tics, fixed_cost=fixed_cost), report_episode)
     return summarize_agents(per_agent, think_tokens)
 
 
@@ -104,11 +95,7 @@ def summarize_agents(per_agent: dict[str, list[dict]], think_tokens: int) -> dic
 
 
 def plot_cdf(agents: dict, path: Path, title: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.2), dpi=120)
     for name, summary in agents.items():
         xs = np.sort(np.asarray(summary["_samples"]))
@@ -123,9 +110,7 @@ def plot_cdf(agents: dict, path: Path, title: str) -> None:
     ax.set_title(title, fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def write_outputs(result: dict, out_dir: Path, title: str) -> dict:

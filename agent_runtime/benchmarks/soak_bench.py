@@ -31,21 +31,22 @@ import itertools
 import threading
 import time
 from array import array
-from collections import Counter, deque
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
 import psutil
 
 from agent_runtime import signals
-from agent_runtime.benchmarks.interrupt_bench import USER_VOICE, BargeInTrial, SpeakerBlock, _measure, _wait
 from agent_runtime.benchmarks.measure import progress as default_progress
+from agent_runtime.benchmarks.measure import pyplot, save_figure, stats
+from agent_runtime.benchmarks.scripted_voice import (BargeInTrial, BlockSpeaker, ScriptedMicrophone, measure, open_voice,
+                                                     speak, synthesize_phrases, wait_until)
 from agent_runtime.events import EventBus, Kind
 from agent_runtime.generation import SessionGeneration
 from agent_runtime.live_session import run_live
-from agent_runtime.percentiles import percentile, summarize as spread
-from agent_runtime.voice.audio_io import CallbackTime, resample
-from agent_runtime.voice.voice_io import MIC_BLOCK, MIC_RATE, SPEAKER_BLOCK, SPEAKER_RATE, VoiceIO
+from agent_runtime.percentiles import percentile
+from agent_runtime.voice.voice_io import MIC_RATE, VoiceIO
 
 SCRIPT = ("turn left", "shoot", "stop", "what do you see", "turn right", "shoot", "go back", "turn left")
 EVERY_S = 4.0  # the quiet gap after each scripted phrase, in which the agent may start a remark
@@ -53,121 +54,7 @@ PATIENCE = 3.0  # then wait up to PATIENCE * EVERY_S for audible commentary to s
 TARGET_BARGE_IN_P95_MS = 150.0  # onset -> silence, whole run
 TARGET_RSS_GROWTH_PCT = 5.0  # first fifth -> last fifth
 TARGET_DRIFT_PCT = 20.0  # last fifth's p95 within this much of the first fifth's
-ONSET_FRACTION = 0.02  # speech starts at the first sample above this fraction of the phrase's peak
 REORDER_WINDOW = 4096  # events may reach a sink out of order (several threads emit); a seq missing this long is a gap
-
-
-# ------------------------------------------------------------------------- the device-free audio
-
-
-def synthesize_phrases(phrases=SCRIPT) -> dict[str, np.ndarray]:
-    """Each phrase once, spoken by espeak-ng in the user's voice, 16 kHz, starting at its speech onset."""
-    from agent_runtime.voice.tts import EspeakTts
-
-    tts = EspeakTts(SessionGeneration(), voice=USER_VOICE, words_per_minute=150)  # never bumped
-    out = {}
-    for phrase in dict.fromkeys(phrases):
-        x = resample(tts.synthesize(phrase), tts.sample_rate, MIC_RATE).astype(np.float32) * 0.8
-        loud = np.flatnonzero(np.abs(x) >= ONSET_FRACTION * float(np.abs(x).max()))
-        out[phrase] = x[int(loud[0]):] if loud.size else x
-    return out
-
-
-class DeviceFreeStream:
-    """What VoiceIO's device-free pump needs of a stream besides pump/pull: a callback, start and stop."""
-
-    callback = None
-    active = False
-
-    def connect(self, callback):
-        self.callback = callback
-        return self
-
-    def start(self) -> None:
-        self.active = True
-
-    def stop(self) -> None:
-        self.active = False
-
-    abort = close = stop
-
-
-class ScriptedMicrophone(DeviceFreeStream):
-    """A device-free microphone that streams low noise and mixes phrases in when told (ArrayMicrophone's
-    interface: VoiceIO's pump calls pump(1) once per 32 ms block)."""
-
-    def __init__(self, seed: int, noise_rms: float = 3e-4, blocksize: int = MIC_BLOCK, samplerate: int = MIC_RATE):
-        rng = np.random.default_rng(seed)
-        self.blocksize, self.samplerate = blocksize, samplerate
-        self._noise = rng.normal(0.0, noise_rms, 32 * blocksize).astype(np.float32)  # ~1 s, looped
-        self._pending = np.zeros(0, np.float32)
-        self._lock = threading.Lock()
-        self.callback = None
-        self.position = 0  # samples delivered so far
-        self.t_origin: float | None = None  # when block 0 was due on the pump's schedule
-        self.active = False
-
-    @property
-    def injecting(self) -> bool:
-        return self._pending.size > 0
-
-    def pump(self, n_blocks: int = 1) -> int:
-        for _ in range(n_blocks):
-            with self._lock:
-                # the pump is never early (an absolute schedule, block j due at origin + j periods), only late
-                origin = time.monotonic() - self.position / self.samplerate
-                self.t_origin = origin if self.t_origin is None else min(self.t_origin, origin)
-                k = (self.position // self.blocksize) % 32
-                block = self._noise[k * self.blocksize:(k + 1) * self.blocksize].copy()
-                n = min(self.blocksize, self._pending.size)
-                block[:n] += self._pending[:n]
-                self._pending = self._pending[n:]
-                start, self.position = self.position, self.position + self.blocksize
-            t = start / self.samplerate
-            self.callback(block.reshape(-1, 1), self.blocksize, CallbackTime(inputBufferAdcTime=t, currentTime=t), None)
-        return n_blocks
-
-    def say(self, samples: np.ndarray) -> int:
-        """Mix `samples` in from the next block on; returns the stream index of their first sample."""
-        with self._lock:
-            onset = self.position + self._pending.size
-            self._pending = np.concatenate([self._pending, np.asarray(samples, np.float32)])
-        return onset
-
-    def sample_time(self, sample: int) -> float:
-        """When `sample` was recorded, on the pump's clock: block j is handed over once recorded, at t_origin + j
-        periods, so its samples were recorded during the period before."""
-        return self.t_origin + (sample - self.blocksize) / self.samplerate
-
-
-class SoakSpeaker(DeviceFreeStream):
-    """A device-free speaker that keeps only the times and silence of its last blocks (RecordingSpeaker's
-    interface: VoiceIO's pump calls pull(1) once per 1024-frame block)."""
-
-    def __init__(self, blocksize: int = SPEAKER_BLOCK, samplerate: int = SPEAKER_RATE, keep: int = 512):
-        self.blocksize, self.samplerate = blocksize, samplerate
-        self.blocks: deque[SpeakerBlock] = deque(maxlen=keep)  # ~23 s: more than one trial needs
-        self.callback = None
-        self.pulled = 0
-        self.t_first: float | None = None
-        self.active = False
-
-    @property
-    def audible(self) -> bool:
-        return bool(self.blocks) and not self.blocks[-1].silent
-
-    def pull(self, n_blocks: int = 1) -> None:
-        period = self.blocksize / self.samplerate
-        for _ in range(n_blocks):
-            out = np.zeros((self.blocksize, 1), np.float32)
-            t = self.pulled * period
-            self.callback(out, self.blocksize, CallbackTime(outputBufferDacTime=t, currentTime=t), None)
-            now = time.monotonic()
-            if self.t_first is None:
-                self.t_first = now
-            late_ms = max(0.0, (now - self.t_first - t) * 1000.0)
-            self.blocks.append(SpeakerBlock(now, not np.any(out), late_ms))
-            self.pulled += 1
 
 
 # ------------------------------------------------------------------------- what the session emits
@@ -265,7 +152,7 @@ class Director:
     keeps quiet for `every_s`, then speaks the next one as soon as commentary is audible (a barge-in), or after
     PATIENCE * every_s more without commentary (a voice command only)."""
 
-    def __init__(self, voice: VoiceIO, mic: ScriptedMicrophone, speaker: SoakSpeaker, phrases: dict, *,
+    def __init__(self, voice: VoiceIO, mic: ScriptedMicrophone, speaker: BlockSpeaker, phrases: dict, *,
                  every_s: float, seed: int, t0: float, sampler: Sampler, progress):
         self.voice, self.mic, self.speaker, self.phrases = voice, mic, speaker, phrases
         self.every_s, self.t0, self.sampler, self.progress = every_s, t0, sampler, progress
@@ -282,11 +169,11 @@ class Director:
         self._thread.join(timeout=10)
 
     def _run(self) -> None:
-        _wait(lambda: self._stop.is_set() or self.mic.t_origin is not None, 10.0)
+        wait_until(lambda: self._stop.is_set() or self.mic.t_origin is not None, 10.0)
         for i in itertools.count():
             phrase = SCRIPT[i % len(SCRIPT)]
             # speak over the commentary when it sounds (remarks are short: right after they start)
-            heard = _wait(lambda: self._stop.is_set() or self.speaker.audible, PATIENCE * self.every_s)
+            heard = wait_until(lambda: self._stop.is_set() or self.speaker.audible, PATIENCE * self.every_s)
             if self._stop.is_set():
                 return
             heard_at = time.monotonic()
@@ -300,32 +187,23 @@ class Director:
                 return
 
     def _one(self, phrase: str, heard_at: float, during_commentary: bool) -> SoakTrial | None:
-        controller, pipeline = self.voice.controller, self.voice.pipeline
-        n_records = len(controller.records)
-        onset_sample = self.mic.say(self.phrases[phrase])
-        onset = self.mic.sample_time(onset_sample)
+        heard = speak(self.voice, self.mic, self.phrases[phrase], timeout=8.0, stopped=self._stop.is_set)
+        if heard is None:
+            return None  # the session ended mid-phrase: nothing to measure
+        onset, record = heard.onset, heard.record
         trial = SoakTrial(phrase, round(onset - heard_at, 3) if during_commentary else 0.0,
                           t_s=round(onset - self.t0, 2), during_commentary=during_commentary)
-        settled = _wait(lambda: self._stop.is_set() or (
-            not self.mic.injecting and not pipeline.vad.in_speech
-            and all(r.outcome != "pending" for r in controller.records[n_records:])), 8.0)
-        if self._stop.is_set():
-            return None  # the session ended mid-phrase: nothing to measure
-        if not settled:  # still "hearing" 8 s on: the listener fell behind (see mic_overruns)
+        if not heard.settled:  # still "hearing" 8 s on: the listener fell behind (see mic_overruns)
             trial.outcome = "unsettled"
             return trial
-        time.sleep(2 * SPEAKER_BLOCK / SPEAKER_RATE)  # the silent blocks after the interruption
-        records = [r for r in controller.records[n_records:] if r.detected_wall >= onset]
-        # the one that interrupted: a tentative pause that was resumed first must not count as the silence
-        record = next((r for r in records if r.outcome == "interrupted"), records[0] if records else None)
         if record is None:
             trial.outcome = "missed" if during_commentary else "command_only"
             return trial
-        _measure(trial, record, self.voice.playback, self.speaker)
+        measure(trial, record, self.voice.playback, self.speaker)
         trial.cue = record.cue
         trial.onset_to_detection_ms = (record.detected_wall - onset) * 1000.0
         if self.voice.mic_blocks_dropped == 0:  # the VAD's stream time is the microphone's sample count
-            trial.vad_audio_ms = record.detected_ms - onset_sample * 1000.0 / MIC_RATE
+            trial.vad_audio_ms = record.detected_ms - heard.onset_sample * 1000.0 / MIC_RATE
         if trial.detection_to_silence_ms is not None:
             trial.onset_to_silence_ms = trial.onset_to_detection_ms + trial.detection_to_silence_ms
         return trial
@@ -351,16 +229,12 @@ def run_soak(env, runtime, *, seconds: float, seed: int = 0, mode: str = "immedi
 
     SIGINT/SIGTERM stop it after the current engine step: the signals.Interrupted raised carries the summary
     of what was measured so far as `soak_result` (with complete false)."""
-    phrases = synthesize_phrases()
+    phrases = synthesize_phrases(SCRIPT)
     generation = SessionGeneration()
     sink = SoakEvents()
     bus = EventBus("soak", clock="realtime", keep=False)
     bus.sinks.append(sink)
-    mic, speaker = ScriptedMicrophone(seed), SoakSpeaker()
-    voice = VoiceIO(generation, mode=mode, device_free=True, bus=bus,
-                    open_input=mic.connect, open_output=speaker.connect)
-    voice.pipeline.run(phrases["turn left"])  # warm up ONNX and the recognizer off the clock
-    voice.pipeline.reset()
+    voice, mic, speaker = open_voice(phrases, mode=mode, seed=seed, bus=bus, generation=generation)
     sampler = Sampler(runtime.store)
     t0 = time.monotonic()
     director = Director(voice, mic, speaker, phrases, every_s=every_s, seed=seed, t0=t0, sampler=sampler,
@@ -432,8 +306,6 @@ def _latencies(sink: SoakEvents, trials: list[SoakTrial], t0: float, first, last
     def barge_p95(fifth):
         return percentile([t.onset_to_silence_ms for t in barge if fifth[0] <= t0 + t.t_s < fifth[1]], 95)
 
-    onset = spread([t.onset_to_silence_ms for t in barge], (50, 95))
-    detection = spread([t.detection_to_silence_ms for t in barge], (50, 95))
     return {
         "reaction_ms_p50": percentile(rms, 50), "reaction_ms_p95": percentile(rms, 95),
         "reaction_ms_p95_first_fifth": percentile(rms[in_fifth(first, rt)], 95),
@@ -442,11 +314,10 @@ def _latencies(sink: SoakEvents, trials: list[SoakTrial], t0: float, first, last
         "barge_ins_attempted": sum(t.during_commentary for t in trials),
         "barge_ins_missed": sum(t.outcome == "missed" for t in trials),
         "voice_phrases": len(trials),
-        "barge_in_ms_p50": onset["p50"], "barge_in_ms_p95": onset["p95"], "barge_in_ms_max": onset["max"],
+        **stats("barge_in_ms", [t.onset_to_silence_ms for t in barge]),
         "barge_in_ms_p95_first_fifth": barge_p95(first), "barge_in_ms_p95_last_fifth": barge_p95(last),
-        "barge_in_detection_ms_p50": detection["p50"], "barge_in_detection_ms_p95": detection["p95"],
-        "onset_to_detection_ms_p50": percentile([t.onset_to_detection_ms for t in barge], 50),
-        "onset_to_detection_ms_p95": percentile([t.onset_to_detection_ms for t in barge], 95),
+        **stats("barge_in_detection_ms", [t.detection_to_silence_ms for t in barge], ("p50", "p95")),
+        **stats("onset_to_detection_ms", [t.onset_to_detection_ms for t in barge], ("p50", "p95")),
         "vad_audio_ms_p50": percentile([t.vad_audio_ms for t in barge if t.vad_audio_ms is not None], 50),
     }
 
@@ -489,11 +360,7 @@ def _thin(points: list[tuple[float, float]], n: int) -> list[list[float]]:
 
 def plot_soak(result: dict, path, title: str) -> None:
     """RSS, KV pages and latencies over the session, fifth boundaries dotted."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     samples = np.asarray(result["samples"], float).reshape(-1, 3)
     fig, (ax1, ax2, ax3) = plt.subplots(3, 1, figsize=(8, 7), dpi=110, sharex=True)
     ax1.plot(samples[:, 0] / 60, samples[:, 1], color="tab:red", lw=1)
@@ -514,9 +381,7 @@ def plot_soak(result: dict, path, title: str) -> None:
         for k in range(1, 5):
             ax.axvline(result["seconds"] * k / 5 / 60, color="k", ls=":", lw=0.6)
     ax1.set_title(title, fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def write_outputs(result: dict, out, title: str, plot: bool = True) -> None:

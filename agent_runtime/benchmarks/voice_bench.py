@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from agent_runtime.benchmarks.measure import progress
+from agent_runtime.benchmarks.measure import progress, stats
 from agent_runtime.events import EventBus, Kind
 from agent_runtime.generation import SessionGeneration
 from agent_runtime.live_session import run_live
-from agent_runtime.percentiles import percentile
 from agent_runtime.voice.audio_io import resample
 from agent_runtime.voice.tts import EspeakTts
 from agent_runtime.voice.voice_commands import PHRASES, command_to_buttons
@@ -71,9 +70,7 @@ def run_voice_bench(env, runtime, *, commands: int, seed: int = 0, mode: str = "
         "commands": len(script),
         "recognized_correctly": correct,
         "recognition_accuracy": correct / len(script) if script else None,
-        "speech_end_to_action_ms_p50": percentile(latencies, 50),
-        "speech_end_to_action_ms_p95": percentile(latencies, 95),
-        "speech_end_to_action_ms_max": max(latencies) if latencies else None,
+        **stats("speech_end_to_action_ms", latencies),
         "samples_ms": [round(x, 1) for x in latencies],
         "live": result,
     }

@@ -114,6 +114,12 @@ def _soak_arguments(sub) -> None:
                     help="also write the result as JSON to PATH (no PATH: print it as one JSON object on stdout)")
 
 
+def _at_least(args, flag: str, minimum: int) -> None:
+    value = getattr(args, flag[2:].replace("-", "_"))
+    if value < minimum:
+        raise UserError(f"{flag} must be at least {minimum} (got {value})")
+
+
 def _load(args, *, clock: str, threads: int | None = None, device: str = "cpu"):
     """Threads, model and the machine header every benchmark prints first."""
     from agent_runtime.benchmarks.measure import machine_info, print_header
@@ -134,82 +140,109 @@ def _load(args, *, clock: str, threads: int | None = None, device: str = "cpu"):
     return loaded, info
 
 
+def _open_runtime(args, loaded, *, env_seed: int, config_seed: int | None = None, clock: str | None = None,
+                  device: str = "cpu"):
+    """The runtime a bench plays on, its env opened on --scenario (clock None: the headless sync one)."""
+    from agent_runtime.config import load_config
+    from agent_runtime.runtime import Runtime
+
+    config = load_config(scenario=args.scenario, seed=config_seed, clock=clock)
+    return Runtime.open(config, loaded=loaded, scenario=args.scenario, env_seed=env_seed, clock=clock or "sync",
+                        device=device)
+
+
+def _stamp(result: dict, info: dict, args=None, loaded=None) -> dict:
+    """What every result carries: the machine; and where a model plays a scenario, the scenario and the adapter."""
+    result.update(machine=info, cpu_path=info.get("cpu_path"))
+    if loaded is not None:
+        result.update(scenario=args.scenario, adapter=loaded.adapter.hash if loaded.adapter else None)
+    return result
+
+
+def _output(args, result: dict, report, json_path=None) -> int:
+    """Write the result to `json_path`, then print it as one JSON object (--json) or as `report()` has it."""
+    if json_path is not None:
+        json_path.write_text(json.dumps(result, indent=2, default=str))
+    if args.json in (True, "-"):  # soak's --json PATH: the file above, and the report
+        print(json.dumps(result, default=str))
+    else:
+        report()
+    return 0
+
+
 def _run_kv(args) -> int:
     from agent_runtime.benchmarks.kv_bench import KVBench, plot_streams
 
-    if args.repeats < 3:
-        raise UserError(f"--repeats must be at least 3 (got {args.repeats})")
+    _at_least(args, "--repeats", 3)
     out = writable_dir(args.out, "--out")
     loaded, info = _load(args, clock="wall", threads=args.threads, device=args.device)
     loaded.model.to(args.device)
     backend = "triton" if args.device == "cuda" else "torch"
-    result = KVBench(loaded, repeats=args.repeats, device=args.device, backend=backend).run()
-    result["machine"] = info
-    result["cpu_path"] = info.get("cpu_path")
+    result = _stamp(KVBench(loaded, repeats=args.repeats, device=args.device, backend=backend).run(), info)
     plot_streams(result, out / "kv_streams.png", f"{loaded.model_id}, {info['threads']} thread(s), {args.device}")
     result["plot"] = str(out / "kv_streams.png")
-    (out / "kv.json").write_text(json.dumps(result, indent=2))
-    if args.json:
-        print(json.dumps(result))
-    else:
-        print(f"(a) view of 8 blocks vs contiguous (transformers cache): {result['view_vs_contiguous']:.3f}x step time "
-              f"({result['view8_step_ms']:.1f} vs {result['contiguous_step_ms']:.1f} ms; vs 1 block {result['view8_vs_view1']:.3f}x)")
-        print(f"(b) drop a middle block vs recompute {result['suffix_tokens']} tokens: {result['drop_vs_recompute']:.0f}x cheaper "
-              f"({result['drop_us']:.1f} us vs {result['recompute_ms']:.0f} ms)")
-        for n in (2, 4, 8):
-            print(f"(c) {n} streams vs 1: {result[f'streams{n}_vs_1']:.2f}x aggregate tokens/s "
-                  f"({result[f'tokens_per_s_{n}']:.1f} vs {result['tokens_per_s_1']:.1f})")
-        print(f"(c) bound: the linear layers alone cost {result['linears4_vs_1']:.2f}x on 4 rows vs 1 "
-              f"({result['linears_ms_4']:.1f} vs {result['linears_ms_1']:.1f} ms), so 4 streams gain at most "
-              f"{result['streams4_bound']:.2f}x")
-        print(f"plot: {result['plot']}")
-    return 0
+    return _output(args, result, lambda: _print_kv(result), out / "kv.json")
 
 
-def _run_reaction(args) -> int:
-    from agent_runtime.benchmarks.reaction_bench import run_reaction_bench
-    from agent_runtime.clocks import FixedCost
-    from agent_runtime.config import load_config
-    from agent_runtime.runtime import Runtime
+def _print_kv(result: dict) -> None:
+    print(f"(a) view of 8 blocks vs contiguous (transformers cache): {result['view_vs_contiguous']:.3f}x step time "
+          f"({result['view8_step_ms']:.1f} vs {result['contiguous_step_ms']:.1f} ms; vs 1 block {result['view8_vs_view1']:.3f}x)")
+    print(f"(b) drop a middle block vs recompute {result['suffix_tokens']} tokens: {result['drop_vs_recompute']:.0f}x cheaper "
+          f"({result['drop_us']:.1f} us vs {result['recompute_ms']:.0f} ms)")
+    for n in (2, 4, 8):
+        print(f"(c) {n} streams vs 1: {result[f'streams{n}_vs_1']:.2f}x aggregate tokens/s "
+              f"({result[f'tokens_per_s_{n}']:.1f} vs {result['tokens_per_s_1']:.1f})")
+    print(f"(c) bound: the linear layers alone cost {result['linears4_vs_1']:.2f}x on 4 rows vs 1 "
+          f"({result['linears_ms_4']:.1f} vs {result['linears_ms_1']:.1f} ms), so 4 streams gain at most "
+          f"{result['streams4_bound']:.2f}x")
+    print(f"plot: {result['plot']}")
 
-    if args.episodes < 1:
-        raise UserError(f"--episodes must be at least 1 (got {args.episodes})")
-    if args.think_tokens < 1:
-        raise UserError(f"--think-tokens must be at least 1 (got {args.think_tokens})")
+
+def _play_episodes(args, on_ray, here, report) -> int:
+    """bench reaction and play: the (episode, agent) pairs played by Ray workers, or here on one loaded model."""
     fanout_options.check(args)
     check_scenario(args.scenario)
     out = writable_dir(args.out, "--out")
     if fanout.wanted(args):  # the same (episode, agent) pairs, played by Ray workers
-        from agent_runtime.fanout.reaction_bench_fanout import run_reaction_bench_on_ray
-
-        result, title = run_reaction_bench_on_ray(args)
-        _report_reaction(args, out, result, title)
+        result, title = on_ray()
+        report(args, out, result, title)
         return 1 if result["lost"] else 0
     clock = "fixed_cost" if args.fixed_cost else "compute (world advanced by measured step time)"
-    loaded, info = _load(args, clock=clock, threads=args.threads, device=args.device)
-    config = load_config(scenario=args.scenario, seed=args.seed)
-    with Runtime.open(config, loaded=loaded, scenario=args.scenario, env_seed=args.seed, device=args.device) as runtime:
-        env = runtime.env
-        result = run_reaction_bench(env, runtime, episodes=args.episodes, think_tokens=args.think_tokens,
-                                    max_tics=args.max_tics, seed=args.seed,
-                                    fixed_cost=FixedCost() if args.fixed_cost else None)
-    result["machine"] = info
-    result["cpu_path"] = info.get("cpu_path")
-    result["scenario"] = args.scenario
-    result["adapter"] = loaded.adapter.hash if loaded.adapter else None
-    title = f"{args.scenario}, {loaded.model_id}, {args.episodes} episodes, {info['threads']} thread(s)"
-    return _report_reaction(args, out, result, title)
+    loaded, info = _load(args, clock=clock, threads=args.threads, device=getattr(args, "device", "cpu"))
+    result, title = here(loaded, info)
+    return report(args, out, _stamp(result, info, args, loaded), title)
+
+
+def _fixed_cost(args):
+    from agent_runtime.clocks import FixedCost
+
+    return FixedCost() if args.fixed_cost else None
+
+
+def _run_reaction(args) -> int:
+    from agent_runtime.benchmarks.reaction_bench import run_reaction_bench
+
+    def here(loaded, info):
+        with _open_runtime(args, loaded, env_seed=args.seed, config_seed=args.seed, device=args.device) as runtime:
+            result = run_reaction_bench(runtime.env, runtime, episodes=args.episodes, think_tokens=args.think_tokens,
+                                        max_tics=args.max_tics, seed=args.seed, fixed_cost=_fixed_cost(args))
+        return result, f"{args.scenario}, {loaded.model_id}, {args.episodes} episodes, {info['threads']} thread(s)"
+
+    def on_ray():
+        from agent_runtime.fanout.reaction_bench_fanout import run_reaction_bench_on_ray
+
+        return run_reaction_bench_on_ray(args)
+
+    _at_least(args, "--episodes", 1)
+    _at_least(args, "--think-tokens", 1)
+    return _play_episodes(args, on_ray, here, _report_reaction)
 
 
 def _report_reaction(args, out, result: dict, title: str) -> int:
     from agent_runtime.benchmarks.reaction_bench import write_outputs
 
     public = write_outputs(result, out, title)
-    if args.json:
-        print(json.dumps(public))
-    else:
-        _print_reaction_table(public)
-    return 0
+    return _output(args, public, lambda: _print_reaction_table(public))
 
 
 def _print_reaction_table(result: dict) -> None:
@@ -230,81 +263,56 @@ def _print_reaction_table(result: dict) -> None:
 
 def _run_memory(args) -> int:
     from agent_runtime.benchmarks.memory_soak import plot_memory, run_memory_soak
-    from agent_runtime.clocks import FixedCost
-    from agent_runtime.config import load_config
-    from agent_runtime.runtime import Runtime
 
-    if args.frames < 10:
-        raise UserError(f"--frames must be at least 10 (got {args.frames})")
+    _at_least(args, "--frames", 10)
     check_scenario(args.scenario)
     out = writable_dir(args.out, "--out")
     loaded, info = _load(args, clock="fixed_cost" if args.fixed_cost else "compute")
-    config = load_config(scenario=args.scenario)
-    with Runtime.open(config, loaded=loaded, scenario=args.scenario, env_seed=0) as runtime:
-        env = runtime.env
-        result = run_memory_soak(env, runtime, frames=args.frames, fixed_cost=FixedCost() if args.fixed_cost else None)
-    samples = result.pop("_samples")
-    plot_memory(samples, out / "memory.png", f"{result['frames']} frames, {loaded.model_id}, {args.scenario}")
-    result["machine"] = info
-    result["cpu_path"] = info.get("cpu_path")
-    (out / "memory.json").write_text(json.dumps(result, indent=2))
-    if args.json:
-        print(json.dumps(result))
-    else:
-        print(f"{result['frames']} frames over {result['episodes']} episodes: KV pool peak {result['pool_peak_pages']}"
-              f"/{result['pool_capacity_pages']} pages, blocks peak {result['blocks_peak']}, "
-              f"RSS {result['rss_mb_early']:.0f} MB early -> {result['rss_mb_late']:.0f} MB late "
-              f"({result['rss_growth_mb']:+.1f} MB); plot {out / 'memory.png'}")
-    return 0
+    with _open_runtime(args, loaded, env_seed=0) as runtime:
+        result = run_memory_soak(runtime.env, runtime, frames=args.frames, fixed_cost=_fixed_cost(args))
+    plot_memory(result.pop("_samples"), out / "memory.png", f"{result['frames']} frames, {loaded.model_id}, {args.scenario}")
+    _stamp(result, info)
+    return _output(args, result, lambda: print(
+        f"{result['frames']} frames over {result['episodes']} episodes: KV pool peak {result['pool_peak_pages']}"
+        f"/{result['pool_capacity_pages']} pages, blocks peak {result['blocks_peak']}, "
+        f"RSS {result['rss_mb_early']:.0f} MB early -> {result['rss_mb_late']:.0f} MB late "
+        f"({result['rss_growth_mb']:+.1f} MB); plot {out / 'memory.png'}"), out / "memory.json")
 
 
 def _run_interrupt(args) -> int:
     from agent_runtime.benchmarks.interrupt_bench import print_report, run_interrupt_bench
     from agent_runtime.benchmarks.measure import machine_info, print_header
 
-    if args.barge_ins < 1:
-        raise UserError(f"--barge-ins must be at least 1 (got {args.barge_ins})")
+    _at_least(args, "--barge-ins", 1)
     out = writable_dir(args.out, "--out")
     info = machine_info("none (audio only)", 1, clock="real time (device-free audio backend)", device="cpu")
     info["audio"] = "speaker 1024 frames @ 22050 Hz, mic 512 samples @ 16 kHz, espeak-ng + silero + pocketsphinx"
     print_header(info)
-    result = run_interrupt_bench(args.barge_ins, mode=args.mode, seed=args.seed)
-    result["machine"] = info
-    result["cpu_path"] = info.get("cpu_path")
-    (out / "interrupt.json").write_text(json.dumps(result, indent=2))
-    if args.json:
-        print(json.dumps(result))
-    else:
-        print_report(result)
-        print(f"written: {out / 'interrupt.json'}")
-    return 0
+    result = _stamp(run_interrupt_bench(args.barge_ins, mode=args.mode, seed=args.seed), info)
+    return _output(args, result, lambda: (print_report(result), print(f"written: {out / 'interrupt.json'}")),
+                   out / "interrupt.json")
+
+
+REALTIME_CLOCK = "realtime (ASYNC_PLAYER, device-free audio in real time)"
 
 
 def _run_voice(args) -> int:
     from agent_runtime.benchmarks.voice_bench import run_voice_bench
-    from agent_runtime.config import load_config
-    from agent_runtime.runtime import Runtime
 
-    if args.commands < 1:
-        raise UserError(f"--commands must be at least 1 (got {args.commands})")
+    _at_least(args, "--commands", 1)
     check_scenario(args.scenario)
     # the free cores, as in live: the real-time game and audio take well under half a core
-    loaded, info = _load(args, clock="realtime (ASYNC_PLAYER, device-free audio in real time)", threads=args.threads)
-    config = load_config(scenario=args.scenario, clock="realtime")
-    with Runtime.open(config, loaded=loaded, scenario=args.scenario, env_seed=args.seed, clock="realtime") as runtime:
-        env = runtime.env
-        result = run_voice_bench(env, runtime, commands=args.commands, seed=args.seed, mode=args.barge_in)
-    result["machine"] = info
-    result["cpu_path"] = info.get("cpu_path")
-    if args.json:
-        print(json.dumps(result))
-    else:
-        def ms(v):
-            return "n/a" if v is None else f"{v:.0f} ms"
-        print(f"recognition {result['recognized_correctly']}/{result['commands']}; end of speech -> action executed: "
-              f"p50 {ms(result['speech_end_to_action_ms_p50'])}, p95 {ms(result['speech_end_to_action_ms_p95'])}, "
-              f"max {ms(result['speech_end_to_action_ms_max'])}")
-    return 0
+    loaded, info = _load(args, clock=REALTIME_CLOCK, threads=args.threads)
+    with _open_runtime(args, loaded, env_seed=args.seed, clock="realtime") as runtime:
+        result = run_voice_bench(runtime.env, runtime, commands=args.commands, seed=args.seed, mode=args.barge_in)
+    _stamp(result, info)
+
+    def ms(v):
+        return "n/a" if v is None else f"{v:.0f} ms"
+    return _output(args, result, lambda: print(
+        f"recognition {result['recognized_correctly']}/{result['commands']}; end of speech -> action executed: "
+        f"p50 {ms(result['speech_end_to_action_ms_p50'])}, p95 {ms(result['speech_end_to_action_ms_p95'])}, "
+        f"max {ms(result['speech_end_to_action_ms_max'])}"))
 
 
 def _run_soak(args) -> int:
@@ -316,39 +324,26 @@ def _run_soak(args) -> int:
 
     from agent_runtime import signals
     from agent_runtime.benchmarks.soak_bench import print_report, run_soak, write_outputs
-    from agent_runtime.config import load_config
-    from agent_runtime.runtime import Runtime
 
     check_scenario(args.scenario)
     out = writable_dir(args.out, "--out")
     json_path = Path(args.json) if args.json not in (None, "-") else None
     if json_path is not None:
         writable_dir(str(json_path.parent), "--json")
-    loaded, info = _load(args, clock="realtime (ASYNC_PLAYER, device-free audio in real time)", threads=args.threads)
-    config = load_config(scenario=args.scenario, clock="realtime")
+    loaded, info = _load(args, clock=REALTIME_CLOCK, threads=args.threads)
     title = f"soak: {args.scenario}, {loaded.model_id}, {args.minutes:g} min, barge-in {args.barge_in}"
     try:
-        with Runtime.open(config, loaded=loaded, scenario=args.scenario, env_seed=args.seed, clock="realtime") as runtime:
-            env = runtime.env
-            result = run_soak(env, runtime, seconds=args.minutes * 60.0, seed=args.seed, mode=args.barge_in,
+        with _open_runtime(args, loaded, env_seed=args.seed, clock="realtime") as runtime:
+            result = run_soak(runtime.env, runtime, seconds=args.minutes * 60.0, seed=args.seed, mode=args.barge_in,
                               every_s=args.every)
     except signals.Interrupted as e:  # keep what was measured: the JSON only (a plot would delay the exit)
         if hasattr(e, "soak_result"):
-            e.soak_result.update(machine=info, cpu_path=info.get("cpu_path"), scenario=args.scenario)
-            write_outputs(e.soak_result, out, title, plot=False)
+            write_outputs(_stamp(e.soak_result, info, args, loaded), out, title, plot=False)
             e.args = (f"{e} after {e.soak_result['seconds']:.0f} s; partial results in {out / 'soak.json'}",)
         raise  # the CLI's one line says it, with the reason: exit 130/143
-    result.update(machine=info, cpu_path=info.get("cpu_path"), scenario=args.scenario,
-                  adapter=loaded.adapter.hash if loaded.adapter else None)
-    write_outputs(result, out, title)
-    if json_path is not None:
-        json_path.write_text(json.dumps(result, indent=2, default=str))
-    if args.json == "-":
-        print(json.dumps(result, default=str))
-    else:
-        print_report(result)
-        print(f"written: {out / 'soak.json'}, {result['plot']}" + (f", {json_path}" if json_path else ""))
-    return 0
+    write_outputs(_stamp(result, info, args, loaded), out, title)
+    return _output(args, result, lambda: (print_report(result), print(
+        f"written: {out / 'soak.json'}, {result['plot']}" + (f", {json_path}" if json_path else ""))), json_path)
 
 
 def _play_agents(text: str | None) -> tuple[str, ...]:
@@ -363,52 +358,42 @@ def _play_agents(text: str | None) -> tuple[str, ...]:
 
 def _run_play(args) -> int:
     from agent_runtime.benchmarks.play_bench import play_runtimes, run_play_bench
-    from agent_runtime.clocks import FixedCost
     from agent_runtime.config import load_config
     from envs.doom_env import DoomEnv
 
-    if args.episodes < 1:
-        raise UserError(f"--episodes must be at least 1 (got {args.episodes})")
-    agents = _play_agents(args.agents)
-    fanout_options.check(args)
-    check_scenario(args.scenario)
-    out = writable_dir(args.out, "--out")
-    if fanout.wanted(args):  # the same (episode, agent) pairs, played by Ray workers
+    def here(loaded, info):
+        config = load_config(scenario=args.scenario, seed=args.seed)
+        with DoomEnv(args.scenario, seed=args.seed) as env:
+            runtimes = play_runtimes(loaded, config, env, agents, model_spec=args.model)
+            result = run_play_bench(env, lambda s: DoomEnv(args.scenario, seed=s), runtimes, episodes=args.episodes,
+                                    seed=args.seed, max_tics=args.max_tics, think_tokens=args.think_tokens,
+                                    agents=agents, fixed_cost=_fixed_cost(args))
+        return result, (f"{args.scenario}, {args.episodes} episodes, {loaded.model_id}"
+                        + (f" + adapter {loaded.adapter.hash[:8]}" if loaded.adapter else ", no adapter"))
+
+    def on_ray():
         from agent_runtime.fanout.play_bench_fanout import run_play_bench_on_ray
 
-        result, title = run_play_bench_on_ray(args, agents)
-        _report_play(args, out, result, title)
-        return 1 if result["lost"] else 0
-    config = load_config(scenario=args.scenario, seed=args.seed)
-    clock = "fixed_cost" if args.fixed_cost else "compute (world advanced by measured step time)"
-    loaded, info = _load(args, clock=clock, threads=args.threads)
-    with DoomEnv(args.scenario, seed=args.seed) as env:
-        runtimes = play_runtimes(loaded, config, env, agents, model_spec=args.model)
-        result = run_play_bench(env, lambda s: DoomEnv(args.scenario, seed=s), runtimes, episodes=args.episodes,
-                                seed=args.seed, max_tics=args.max_tics, think_tokens=args.think_tokens, agents=agents,
-                                fixed_cost=FixedCost() if args.fixed_cost else None)
-    result.update(machine=info, cpu_path=info.get("cpu_path"), scenario=args.scenario,
-                  adapter=loaded.adapter.hash if loaded.adapter else None)
-    title = (f"{args.scenario}, {args.episodes} episodes, {loaded.model_id}"
-             + (f" + adapter {loaded.adapter.hash[:8]}" if loaded.adapter else ", no adapter"))
-    return _report_play(args, out, result, title)
+        return run_play_bench_on_ray(args, agents)
+
+    _at_least(args, "--episodes", 1)
+    agents = _play_agents(args.agents)
+    return _play_episodes(args, on_ray, here, _report_play)
 
 
 def _report_play(args, out, result: dict, title: str) -> int:
     from agent_runtime.benchmarks.play_bench import write_outputs
 
-    write_outputs(result, out, title)
-    if args.json:
-        print(json.dumps(result, default=str))
-    else:
-        def f(v, unit=""):
-            return "n/a" if v is None else f"{v:.1f}{unit}"
+    def f(v, unit=""):
+        return "n/a" if v is None else f"{v:.1f}{unit}"
+
+    def table():
         print(f"{'agent':24s} {'kills':>14s} {'reward':>14s} {'tics':>16s} {'reaction p50':>13s}")
         for name, s in result["agents"].items():
             print(f"{name:24s} {s['kills_mean']:6.1f} ± {s['kills_std']:5.1f} {s['reward_mean']:6.1f} ± "
                   f"{s['reward_std']:5.1f} {s['tics_mean']:7.0f} ± {s['tics_std']:6.0f} {f(s['reaction_ms_p50'], ' ms'):>13s}")
         print(f"plot: {result['plot']}")
-    return 0
+    return _output(args, write_outputs(result, out, title), table)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -14,7 +14,8 @@ from agent_runtime.errors import UserError
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scenario", default=None, help="scenario name or .cfg (default: the config's)")
     p.add_argument("--config", help="YAML run config (default configs/default.yaml)")
-    p.add_argument("--voice", action="store_true", help="spoken commands from the microphone and spoken commentary")
+    p.add_argument("--voice", action="store_true", help="spoken commands from the microphone and spoken commentary "
+                                                          "(no sound card: see DOOM_AGENT_AUDIO in docs/voice.md)")
     p.add_argument("--no-window", action="store_true", help="never open the ViZDoom window (it opens when a display exists)")
     p.add_argument("--seconds", type=float, help="stop after this many seconds (default: when the episode ends)")
     p.add_argument("--model", help="model: a safetensors directory, a .gguf file or tiny:llama (default: embedded)")
@@ -84,12 +85,14 @@ def run(args: argparse.Namespace) -> int:
 def _open_voice(args, config, generation):
     if not args.voice:
         return None
+    from agent_runtime.voice.device_free import voice_options
     from agent_runtime.voice.voice_io import VoiceIO
 
     vc = config.voice
     return VoiceIO(generation, mode=args.barge_in or vc.barge_in,
                    input_device=_device(args.input_device) if args.input_device else vc.input_device,
-                   output_device=_device(args.output_device) if args.output_device else vc.output_device)
+                   output_device=_device(args.output_device) if args.output_device else vc.output_device,
+                   **voice_options())  # DOOM_AGENT_AUDIO: the device-free backend instead of the sound devices
 
 
 def _recordings(args, config, loaded, voice):

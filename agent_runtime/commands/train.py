@@ -17,6 +17,7 @@ import os
 import shutil
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 from agent_runtime.errors import UserError
@@ -110,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
         "scenarios": sorted({m["scenario"] for m in manifests}), "buttons": manifests[0]["buttons"],
         "candidates": list(candidates.names), "settings": settings.__dict__, "train_decisions": len(train_set),
         "held_out_decisions": len(test_set), "held_out_untrained": before, "held_out": after,
-        "train_seconds": round(time.monotonic() - t0, 1), "device": args.device, "history": history.as_dict(),
+        "train_seconds": round(time.monotonic() - t0, 1), "device": args.device, "history": asdict(history),
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
     _write_adapter(model, out, manifest)
@@ -131,10 +132,8 @@ def _progress_bar(steps: int):
             state["acc"] = accuracy
         bar.set_postfix(loss=f"{loss:.3f}", held_out="n/a" if state["acc"] is None else f"{state['acc']:.1%}")
         bar.update(1)
-        if step == steps:
-            bar.close()
 
-    update.close = bar.close  # idempotent: a closed bar ignores a second close
+    update.close = bar.close
     return update
 
 

@@ -12,7 +12,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from agent_runtime.fanout.outcome import Task
+from agent_runtime.fanout.outcome import Task, plain_args
 
 
 class _EpisodeDecisions:
@@ -32,7 +32,7 @@ class CollectJob:
     """What a `collect` worker holds: the model, one engine, the runtime, the labeller and its event bus."""
 
     def __init__(self, args: argparse.Namespace):
-        self.args = argparse.Namespace(**{k: v for k, v in vars(args).items() if not k.startswith("_")})
+        self.args = plain_args(args)
         self.env = self.runtime = self.labeler = self.bus = None
 
     def setup(self, threads: int) -> dict:
@@ -97,8 +97,7 @@ class _OrderedWriter:
 
 def run_collect(args: argparse.Namespace, out: Path) -> int:
     """Exit 1 when an episode was lost (the ones after it are not written: run again to resume)."""
-    from agent_runtime.fanout.ray_cluster import connect
-    from agent_runtime.fanout.worker_pool import WorkerPool
+    from agent_runtime.fanout.worker_pool import run_on_ray
     from agent_runtime.training.decision_log import EPISODES, _read_lines
 
     # the resume point, read as DecisionLog reads it; the manifest is checked once a worker has loaded the model
@@ -110,10 +109,7 @@ def run_collect(args: argparse.Namespace, out: Path) -> int:
     lost = []
     try:
         if tasks:
-            with connect(args.ray_address, args.workers, args.threads) as cluster:
-                print(cluster.describe(args.workers), file=sys.stderr, flush=True)
-                pool = WorkerPool(cluster, CollectJob(args), args.workers, command="collect")
-                lost = pool.run(tasks, writer, on_ready=writer.open)
+            lost, _, _ = run_on_ray(args, CollectJob(args), tasks, writer, command="collect", on_ready=writer.open)
     finally:
         if writer.log is not None:
             writer.log.close()

@@ -11,16 +11,17 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 
-from agent_runtime.fanout.outcome import Outcome, Task
+from agent_runtime.fanout.outcome import Outcome, Task, plain_args
 
 
 class EpisodeJob:
     """What an `episode` worker holds: the player (the model, once) and where recordings go."""
 
     def __init__(self, args: argparse.Namespace, config, user_texts: dict, record_root: Path | None):
-        self.args = argparse.Namespace(**{k: v for k, v in vars(args).items() if not k.startswith("_")})
+        self.args = plain_args(args)
         self.config, self.user_texts = config, user_texts
         self.record_root = record_root.resolve() if record_root is not None else None
         self.player = self.guard = None
@@ -54,22 +55,16 @@ class EpisodeJob:
 def run_episodes(args: argparse.Namespace, config, user_texts: dict, out_dir: Path | None,
                  record_root: Path | None) -> int:
     """Exit code 1 when an episode was lost (it failed on two workers), else 0."""
-    from agent_runtime.fanout.ray_cluster import connect
-    from agent_runtime.fanout.worker_pool import RunStopped, WorkerPool
+    from agent_runtime.fanout.worker_pool import RunStopped, run_on_ray
 
     tasks = [Task(i, (i, config.seed + i), f"episode {i}") for i in range(args.episodes)]
-    with connect(args.ray_address, args.workers, args.threads) as cluster:
-        print(cluster.describe(args.workers), file=sys.stderr, flush=True)
-        pool = WorkerPool(cluster, EpisodeJob(args, config, user_texts, record_root), args.workers, command="episode")
-        results_file = (out_dir / "results.jsonl").open("a") if out_dir else None
+    job = EpisodeJob(args, config, user_texts, record_root)
+    with (out_dir / "results.jsonl").open("a") if out_dir else nullcontext() as results_file:
         try:
-            lost = pool.run(tasks, _Reporter(args, results_file))
+            lost, _, _ = run_on_ray(args, job, tasks, _Reporter(args, results_file), command="episode")
         except RunStopped as e:  # the worker's guard printed nothing here: say it once
             print(f"agent-runtime episode: {e}", file=sys.stderr, flush=True)
             return 1
-        finally:
-            if results_file is not None:
-                results_file.close()
     return 1 if lost else 0
 
 

@@ -49,9 +49,6 @@ class EpisodeWorker:
         self._stop_signum = signum
         signals.request_stop(signals.Interrupted(signum))
 
-    def pid(self) -> int:
-        return os.getpid()
-
 
 def _recording_of(e: BaseException) -> str | None:
     where = getattr(e, "recording_dir", None)

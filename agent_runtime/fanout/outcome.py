@@ -1,8 +1,10 @@
-"""What travels between the driver and a worker: the episode to play (Task) and how it ended (Outcome)."""
+"""What travels between the driver and a worker: the options (plain_args), the episode to play (Task) and how it
+ended (Outcome)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import argparse
+from dataclasses import dataclass
 from typing import Any
 
 OK = "ok"
@@ -22,13 +24,17 @@ class Task:
     label: str  # how progress and error lines name it ("episode 3", "episode 3 sequential")
 
 
+def plain_args(args: argparse.Namespace) -> argparse.Namespace:
+    """The command's options as a job carries them to its workers: without the driver's own "_" entries."""
+    return argparse.Namespace(**{k: v for k, v in vars(args).items() if not k.startswith("_")})
+
+
 @dataclass
 class Outcome:
     status: str
     result: Any = None
     detail: str = ""
     recording: str | None = None  # the recording directory the attempt wrote, when there was one
-    extras: dict = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:

@@ -3,53 +3,56 @@
 A worker loads the model (and the untrained one when the adapter is compared) once and holds one engine for
 the model agents, as the serial bench does; players without a model open their own engine per episode. The
 summary is computed from the results put back in episode order, so it is the serial summary on the same seeds.
+What every bench worker and driver share (BenchJob, bench_on_ray) lives here too: `bench reaction` uses it.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 
-from agent_runtime.fanout.outcome import Task
-
-
-def load_bench_model(args: argparse.Namespace, threads: int):
-    """A bench worker's model (the adapter the command names, else the shipped one) and what ready() reports."""
-    from agent_runtime.adapters import DEFAULT
-    from agent_runtime.benchmarks.measure import machine_info
-    from agent_runtime.fanout.cpu_probe import decide_once
-    from agent_runtime.model_loader import load_for_cpu
-
-    decide_once(threads)
-    loaded = load_for_cpu(args.model, dtype=args.dtype, threads=threads, adapter=args.adapter or DEFAULT,
-                          announce=False)
-    clock = "fixed_cost" if args.fixed_cost else "compute (world advanced by measured step time)"
-    return loaded, {"model": loaded.model_id, "cpu_path": loaded.cpu.name,
-                    "adapter": loaded.adapter.hash if loaded.adapter else None,
-                    "_machine": machine_info(loaded.model_id, loaded.cpu.threads, clock=clock, cpu=loaded.cpu)}
+from agent_runtime.fanout.outcome import Task, plain_args
 
 
-class PlayBenchJob:
-    """What a `bench play` worker holds: the model(s), the runtimes built on them, one engine."""
+class BenchJob:
+    """What a bench worker holds: the model (the adapter the command names, else the shipped one), one engine
+    and the players a subclass builds on them in `_build`."""
 
-    def __init__(self, args: argparse.Namespace, agents: tuple[str, ...]):
-        self.args = argparse.Namespace(**{k: v for k, v in vars(args).items() if not k.startswith("_")})
-        self.agents = agents
-        self.env = self.runtimes = self.fixed_cost = None
+    def __init__(self, args: argparse.Namespace):
+        self.args = plain_args(args)
+        self.env = self.fixed_cost = None
 
     def setup(self, threads: int) -> dict:
-        from agent_runtime.benchmarks.play_bench import play_runtimes
+        from agent_runtime.adapters import DEFAULT
+        from agent_runtime.benchmarks.measure import machine_info
         from agent_runtime.clocks import FixedCost
         from agent_runtime.config import load_config
-        from envs.doom_env import DoomEnv
+        from agent_runtime.fanout.cpu_probe import decide_once
+        from agent_runtime.model_loader import load_for_cpu
 
         a = self.args
-        config = load_config(scenario=a.scenario, seed=a.seed)
-        loaded, ready = load_bench_model(a, threads)
-        self.env = DoomEnv(a.scenario, seed=a.seed)
-        self.runtimes = play_runtimes(loaded, config, self.env, self.agents, model_spec=a.model)
+        decide_once(threads)
+        loaded = load_for_cpu(a.model, dtype=a.dtype, threads=threads, adapter=a.adapter or DEFAULT, announce=False)
+        self._build(loaded, load_config(scenario=a.scenario, seed=a.seed))
         self.fixed_cost = FixedCost() if a.fixed_cost else None
-        return ready
+        clock = "fixed_cost" if a.fixed_cost else "compute (world advanced by measured step time)"
+        return {"model": loaded.model_id, "cpu_path": loaded.cpu.name,
+                "adapter": loaded.adapter.hash if loaded.adapter else None,
+                "_machine": machine_info(loaded.model_id, loaded.cpu.threads, clock=clock, cpu=loaded.cpu)}
+
+
+class PlayBenchJob(BenchJob):
+    """`bench play`: the runtimes of the model agents, built on the model(s) and the worker's engine."""
+
+    def __init__(self, args: argparse.Namespace, agents: tuple[str, ...]):
+        super().__init__(args)
+        self.agents, self.runtimes = agents, None
+
+    def _build(self, loaded, config) -> None:
+        from agent_runtime.benchmarks.play_bench import play_runtimes
+        from envs.doom_env import DoomEnv
+
+        self.env = DoomEnv(self.args.scenario, seed=self.args.seed)
+        self.runtimes = play_runtimes(loaded, config, self.env, self.agents, model_spec=self.args.model)
 
     def play(self, task: Task) -> dict:
         from agent_runtime.benchmarks.play_bench import play_one
@@ -61,13 +64,12 @@ class PlayBenchJob:
                         think_tokens=self.args.think_tokens)
 
 
-def episodes_by_agent(args: argparse.Namespace, job, agents, command: str,
-                      report_episode) -> tuple[dict, list, dict, dict]:
-    """Episode i of every agent on the Ray workers: ({agent: its results in seed order}, the tasks lost, the first
-    worker's info, the machine header (printed))."""
+def bench_on_ray(args: argparse.Namespace, job: BenchJob, agents, command: str,
+                  report_episode) -> tuple[dict, dict, dict]:
+    """Episode i of every agent on the Ray workers: ({agent: its results in seed order}, what the fanned-out
+    result adds to the serial one, the first worker's info). Prints the machine header."""
     from agent_runtime.benchmarks.measure import print_header
-    from agent_runtime.fanout.ray_cluster import connect
-    from agent_runtime.fanout.worker_pool import WorkerPool
+    from agent_runtime.fanout.worker_pool import run_on_ray
 
     tasks = [Task((i, name), None, f"episode {i} {name}") for i in range(args.episodes) for name in agents]
     results: dict[tuple[int, str], dict] = {}
@@ -76,26 +78,21 @@ def episodes_by_agent(args: argparse.Namespace, job, agents, command: str,
         results[task.key] = outcome.result
         report_episode(task.key[0], args.episodes, task.key[1], outcome.result, f" ({worker.name()})")
 
-    with connect(args.ray_address, args.workers, args.threads) as cluster:
-        print(cluster.describe(args.workers), file=sys.stderr, flush=True)
-        pool = WorkerPool(cluster, job, args.workers, command=command)
-        lost = pool.run(tasks, on_result)
-        info = pool.first_info or {}
+    lost, info, described = run_on_ray(args, job, tasks, on_result, command=command)
     per_agent = {name: [results[(i, name)] for i in range(args.episodes) if (i, name) in results] for name in agents}
-    machine = {**info.get("_machine", {}), "workers": args.workers, "ray": cluster.describe(args.workers)}
+    machine = {**info.get("_machine", {}), "workers": args.workers, "ray": described}
     print_header(machine)
-    return per_agent, lost, info, machine
+    added = dict(machine=machine, cpu_path=machine.get("cpu_path"), scenario=args.scenario,
+                 adapter=info.get("adapter"), workers=args.workers, lost=[task.label for task, _ in lost])
+    return per_agent, added, info
 
 
 def run_play_bench_on_ray(args: argparse.Namespace, agents: tuple[str, ...]) -> tuple[dict, str]:
     """The serial bench's result (plus workers and the tasks lost) and the plot's title."""
     from agent_runtime.benchmarks.play_bench import report_episode, summarize_agents
 
-    per_agent, lost, info, machine = episodes_by_agent(args, PlayBenchJob(args, agents), agents, "bench play",
-                                                       report_episode)
-    result = summarize_agents(per_agent, episodes=args.episodes, seed=args.seed)
-    result.update(machine=machine, cpu_path=machine.get("cpu_path"), scenario=args.scenario,
-                  adapter=info.get("adapter"), workers=args.workers, lost=[task.label for task, _ in lost])
+    per_agent, added, info = bench_on_ray(args, PlayBenchJob(args, agents), agents, "bench play", report_episode)
+    result = {**summarize_agents(per_agent, episodes=args.episodes, seed=args.seed), **added}
     adapter = info.get("adapter")
     title = (f"{args.scenario}, {args.episodes} episodes, {info.get('model')}"
              + (f" + adapter {adapter[:8]}" if adapter else ", no adapter") + f", {args.workers} Ray workers")

@@ -22,15 +22,6 @@ CONNECT_TIMEOUT_S = 5.0
 LOCAL_START_TRIES = 2
 
 
-def import_ray():
-    try:
-        import ray
-    except ImportError:
-        raise UserError("--workers/--ray-address need Ray: pip install 'doom-agent-runtime[ray]' "
-                        "(or pip install ray)") from None
-    return ray
-
-
 @dataclass
 class Cluster:
     """The connected Ray and what each of this run's workers reserves."""
@@ -39,7 +30,6 @@ class Cluster:
     address: str | None
     cpus_total: int
     cpus_per_worker: int
-    started_here: bool
 
     def describe(self, workers: int) -> str:
         where = f"Ray cluster at {self.address}" if self.address else "local Ray"
@@ -109,7 +99,8 @@ def _local_cpus() -> int:
 
 def _errors_to_stderr() -> None:
     """Ray prints the errors its raylet pushes ("A worker died ...") on the driver's stdout, where `--json`
-    promises one object per line: send them to stderr (a private hook; left alone where it is missing)."""
+    promises one object per line: send them to stderr. A private hook, left alone where it is missing: Ray has
+    no public switch (ray.init's error listener prints them with is_err False whatever log_to_driver says)."""
     try:
         from ray._private import worker as ray_worker
     except ImportError:
@@ -141,7 +132,11 @@ def connect(address: str | None, workers: int, threads: int | None = None):
         _check_reachable(address)
     else:
         _cpus_per_worker(_local_cpus(), workers, threads, "this machine")  # a bad --workers fails before Ray starts
-    ray = import_ray()
+    try:
+        import ray
+    except ImportError:
+        raise UserError("--workers/--ray-address need Ray: pip install 'doom-agent-runtime[ray]' "
+                        "(or pip install ray)") from None
     started_here = not ray.is_initialized()
     try:
         if started_here:
@@ -149,7 +144,7 @@ def connect(address: str | None, workers: int, threads: int | None = None):
         _errors_to_stderr()
         cpus_total = int(ray.cluster_resources().get("CPU", 0))
         per = _cpus_per_worker(cpus_total, workers, threads)
-        yield Cluster(ray, address, cpus_total, per, started_here)
+        yield Cluster(ray, address, cpus_total, per)
     finally:
         if started_here:
             ray.shutdown()

@@ -11,28 +11,19 @@ import argparse
 
 from agent_runtime.errors import UserError
 from agent_runtime.fanout.outcome import Task
+from agent_runtime.fanout.play_bench_fanout import BenchJob, bench_on_ray
 
 
-class ReactionBenchJob:
-    """What a `bench reaction` worker holds: the model, one engine, the runtime."""
+class ReactionBenchJob(BenchJob):
+    """`bench reaction`: one runtime (and its engine) that every agent plays on."""
 
-    def __init__(self, args: argparse.Namespace):
-        self.args = argparse.Namespace(**{k: v for k, v in vars(args).items() if not k.startswith("_")})
-        self.env = self.runtime = self.fixed_cost = None
+    runtime = None
 
-    def setup(self, threads: int) -> dict:
-        from agent_runtime.clocks import FixedCost
-        from agent_runtime.config import load_config
-        from agent_runtime.fanout.play_bench_fanout import load_bench_model
+    def _build(self, loaded, config) -> None:
         from agent_runtime.runtime import Runtime
 
-        a = self.args
-        loaded, ready = load_bench_model(a, threads)
-        config = load_config(scenario=a.scenario, seed=a.seed)
-        self.runtime = Runtime.open(config, loaded=loaded, scenario=a.scenario, env_seed=a.seed)
+        self.runtime = Runtime.open(config, loaded=loaded, scenario=self.args.scenario, env_seed=self.args.seed)
         self.env = self.runtime.env
-        self.fixed_cost = FixedCost() if a.fixed_cost else None
-        return ready
 
     def play(self, task: Task) -> dict:
         from agent_runtime.benchmarks.reaction_bench import play_one
@@ -45,18 +36,14 @@ class ReactionBenchJob:
 def run_reaction_bench_on_ray(args: argparse.Namespace) -> tuple[dict, str]:
     """The serial bench's result (plus workers and the tasks lost) and the plot's title."""
     from agent_runtime.benchmarks.reaction_bench import AGENTS, report_episode, summarize_agents
-    from agent_runtime.fanout.play_bench_fanout import episodes_by_agent
 
     if args.device != "cpu":
         raise UserError("--workers/--ray-address run on CPU workers; use --device cpu (or drop --workers)")
-    per_agent, lost, info, machine = episodes_by_agent(args, ReactionBenchJob(args), AGENTS, "bench reaction",
-                                                       report_episode)
+    per_agent, added, _ = bench_on_ray(args, ReactionBenchJob(args), AGENTS, "bench reaction", report_episode)
     empty = [name for name, runs in per_agent.items() if not runs]
     if empty:
         raise UserError(f"no episode of {', '.join(empty)} finished on any worker; nothing to summarize")
-    result = summarize_agents(per_agent, args.think_tokens)
-    result.update(machine=machine, cpu_path=machine.get("cpu_path"), scenario=args.scenario, workers=args.workers,
-                  adapter=info.get("adapter"), lost=[task.label for task, _ in lost])
+    machine = added["machine"]
     title = (f"{args.scenario}, {machine.get('model')}, {args.episodes} episodes, {args.workers} Ray workers x "
              f"{machine.get('threads')} thread(s)")
-    return result, title
+    return {**summarize_agents(per_agent, args.think_tokens), **added}, title

@@ -19,7 +19,7 @@ from agent_runtime import signals
 from agent_runtime.errors import UserError
 from agent_runtime.fanout.episode_worker import EpisodeWorker
 from agent_runtime.fanout.outcome import ENGINE_DIED, ERROR, INTERRUPTED, RUN_STOPPED, USER_ERROR, Outcome, Task
-from agent_runtime.fanout.ray_cluster import Cluster
+from agent_runtime.fanout.ray_cluster import Cluster, connect
 from agent_runtime.fanout.task_queue import Attempt, TaskQueue
 
 WAIT_S = 0.2  # how often the driver looks at signals while it waits
@@ -184,10 +184,7 @@ class WorkerPool:
     def _worker_died(self, worker: Worker) -> None:
         """Its process is gone: a fresh worker takes its place while the run's replacements last."""
         worker.alive = False
-        try:
-            self.cluster.ray.kill(worker.actor)
-        except Exception:  # noqa: BLE001 - already gone
-            pass
+        self._kill(worker)
         if self._replacements_left > 0:
             self._replacements_left -= 1
             self._start_worker()
@@ -211,10 +208,24 @@ class WorkerPool:
                           flush=True)
             self._inflight.clear()
         for worker in self.workers:
-            try:
-                ray.kill(worker.actor)
-            except Exception:  # noqa: BLE001 - already gone
-                pass
+            self._kill(worker)
+
+    def _kill(self, worker: Worker) -> None:
+        try:
+            self.cluster.ray.kill(worker.actor)
+        except Exception:  # noqa: BLE001 - already gone
+            pass
+
+
+def run_on_ray(args, job, tasks: list[Task], on_result: Callable[[Task, Outcome, Worker], None], *, command: str,
+               on_ready: Callable[[Worker], None] | None = None) -> tuple[list[tuple[Task, str]], dict, str]:
+    """What every fanned-out command does: connect (--ray-address, else a local Ray), start --workers workers
+    and play every task on them. Returns the tasks lost, the first loaded worker's info and the cluster line."""
+    with connect(args.ray_address, args.workers, args.threads) as cluster:
+        described = cluster.describe(args.workers)
+        print(described, file=sys.stderr, flush=True)
+        pool = WorkerPool(cluster, job, args.workers, command=command)
+        return pool.run(tasks, on_result, on_ready=on_ready), pool.first_info or {}, described
 
 
 def _ray_reason(e: BaseException) -> str:

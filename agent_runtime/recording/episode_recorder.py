@@ -32,17 +32,15 @@ def episode_manifest(config: RunConfig, *, policy: str, env_seed: int, agent_see
     clock when it is not the one the policy implies (a live session: "realtime"); `cpu` is the CpuPath decided;
     `adapter` the AdapterInfo merged into the weights (its path goes into config.model.adapter for a rerun)."""
     data = config.model_dump()
-    if model_id is not None:
-        data["model"]["path"] = model_spec
+    model_policy = model_id is not None
+    if model_policy:
+        data["model"].update(path=model_spec, adapter=adapter.path if adapter is not None else None)
     data["model"]["threads"] = threads
     if cpu is not None:
         data["model"]["dtype"] = cpu.dtype
-    if model_id is not None:
-        data["model"]["adapter"] = adapter.path if adapter is not None else None
     seeds: dict[str, Any] = {"run": config.seed, "env": env_seed, "agent": agent_seed}
     if model_seed is not None:
         seeds["model"] = model_seed
-    model_policy = model_id is not None
     manifest = Manifest.build(
         data, model_id=model_id, model_weight_hash=weight_hash, seeds=seeds, threads=threads,
         policy=policy, episode=index, think_tokens=think_tokens, max_tics=max_tics, lag_tics=lag_tics,

@@ -11,7 +11,6 @@ import json
 import math
 import os
 import threading
-import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -82,22 +81,12 @@ class EventLogWriter:
             raise UserError(f"cannot write event log {self.path}: {e.strerror or e}") from None
         self._lock = threading.Lock()
         self.n_written = 0
-        self.n_dropped_after_close = 0  # events emitted during shutdown, after the log was closed
-        self.n_dropped_after_failure = 0  # events not written because a write failed (a full disk)
-
-    @property
-    def closed(self) -> bool:
-        return self._file.closed
 
     def write(self, event: Event | Mapping[str, Any]) -> None:
         line = (encode_event(event) + "\n").encode("utf-8")
         with self._lock:
-            if self._file.closed:
-                self.n_dropped_after_close += 1
-                return
-            if self.guard is not None and self.guard.failed:
-                self.n_dropped_after_failure += 1
-                return
+            if self._file.closed or (self.guard is not None and self.guard.failed):
+                return  # emitted during shutdown, after the log was closed, or after a failed write: dropped
             try:
                 self._write_all(line)
                 if self.fsync_every and (self.n_written + 1) % self.fsync_every == 0:
@@ -105,7 +94,6 @@ class EventLogWriter:
             except OSError as e:
                 if self.guard is None:
                     raise
-                self.n_dropped_after_failure += 1
                 self.guard.report(self.path, e)  # the rest of a line cut short stays unwritten
                 return
             self.n_written += 1
@@ -125,12 +113,6 @@ class EventLogWriter:
             except OSError:
                 pass
             self._file.close()
-
-    def __enter__(self) -> EventLogWriter:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
 
 def _decode_line(raw: bytes) -> Event | str:
@@ -183,8 +165,8 @@ def parse_event_log(data: bytes, source: str = EVENTS_FILE) -> tuple[list[Event]
     return events, problems
 
 
-def read_event_log(path: str | Path, *, warn: bool = True) -> tuple[list[Event], list[str]]:
-    """(events, warnings) of an events.jsonl; with warn=True each warning is also issued with warnings.warn."""
+def read_event_log(path: str | Path) -> tuple[list[Event], list[str]]:
+    """(events, warnings) of an events.jsonl."""
     path = Path(path)
     try:
         data = path.read_bytes()
@@ -192,8 +174,5 @@ def read_event_log(path: str | Path, *, warn: bool = True) -> tuple[list[Event],
         raise UserError(f"{path}: event log not found") from None
     except OSError as e:
         raise UserError(f"{path}: cannot read event log: {e.strerror or e}") from None
-    events, problems = parse_event_log(data, str(path))
-    for problem in problems if warn else ():
-        warnings.warn(problem, RuntimeWarning, stacklevel=2)
-    return events, problems
+    return parse_event_log(data, str(path))
 

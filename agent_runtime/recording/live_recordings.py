@@ -46,12 +46,8 @@ class LiveRecordings:
     def start(self, index: int) -> None:
         """Open episode `index`'s recording; events and voice audio go to it from now on. The first one must open
         (UserError: nothing was played yet); a later one that cannot (a full disk) leaves the episode unrecorded."""
-        manifest = self.manifest_for(index)
-        if index == 0:
-            recording = EpisodeRecording.create(self.root, manifest, scenario=self.scenario, index=0, guard=self.guard)
-        else:
-            recording = EpisodeRecording.create_mid_run(self.root, manifest, scenario=self.scenario, index=index,
-                                                        guard=self.guard)
+        create = EpisodeRecording.create if index == 0 else EpisodeRecording.create_mid_run
+        recording = create(self.root, self.manifest_for(index), scenario=self.scenario, index=index, guard=self.guard)
         if self.voice is not None:
             self.voice.attach(self._unrecorded if recording is None else recording.bus,
                               None if recording is None else recording.writer)

@@ -22,6 +22,9 @@ FORMAT_VERSION = 1
 SUPPORTED_VERSIONS = (1,)
 MANIFEST_FILE = "manifest.json"
 PACKAGES = ("vizdoom", "torch", "transformers", "numpy")
+# optional manifest fields -> (type, how an error names it); null is always allowed
+OPTIONAL_FIELDS = {"model_id": (str, "a string"), "model_weight_hash": (str, "a string"), "threads": (int, "an integer"),
+                   "lmp": (dict, "an object")}
 
 
 def package_versions() -> dict[str, str | None]:
@@ -114,20 +117,15 @@ class Manifest:
         for key, kind in expected.items():
             if not isinstance(data.get(key), kind):
                 raise UserError(f"{source}: '{key}' is missing or not a {kind.__name__}")
-        for key in ("model_id", "model_weight_hash"):
-            if data.get(key) is not None and not isinstance(data[key], str):
-                raise UserError(f"{source}: '{key}' must be a string or null")
-        threads = data.get("threads")
-        if threads is not None and (not isinstance(threads, int) or isinstance(threads, bool)):
-            raise UserError(f"{source}: 'threads' must be an integer or null")
-        lmp = data.get("lmp")
-        if lmp is not None and not isinstance(lmp, dict):
-            raise UserError(f"{source}: 'lmp' must be an object or null")
+        for key, (kind, what) in OPTIONAL_FIELDS.items():
+            value = data.get(key)
+            if value is not None and (not isinstance(value, kind) or isinstance(value, bool)):
+                raise UserError(f"{source}: '{key}' must be {what} or null")
         extra = data.get("extra") or {}
         if not isinstance(extra, dict):
             raise UserError(f"{source}: 'extra' must be an object")
         return cls(
             scenario=data["scenario"], clock=data["clock"], config=data["config"], model_id=data.get("model_id"),
-            model_weight_hash=data.get("model_weight_hash"), seeds=data["seeds"], threads=threads,
-            packages=data["packages"], created=data["created"], format_version=version, lmp=lmp, extra=extra,
+            model_weight_hash=data.get("model_weight_hash"), seeds=data["seeds"], threads=data.get("threads"),
+            packages=data["packages"], created=data["created"], format_version=version, lmp=data.get("lmp"), extra=extra,
         )

@@ -26,12 +26,9 @@ class RecordedEnv:
     def __getattr__(self, name):
         return getattr(self._env, name)
 
-    def _sim_ms(self, tic: int) -> float:
-        return tic * MS_PER_TIC
-
     def _frame_read(self, frame):
         if frame is not None:
-            self._bus.emit(Kind.FRAME_READ, "frames", tic=frame.tic, sim_ms=self._sim_ms(frame.tic),
+            self._bus.emit(Kind.FRAME_READ, "frames", tic=frame.tic, sim_ms=frame.tic * MS_PER_TIC,
                            screen_hash=screen_hash(frame.screen) if frame.screen is not None else None)
         return frame
 
@@ -45,6 +42,6 @@ class RecordedEnv:
         if self._emit_actions:
             pressed = ({k: v for k, v in buttons.items() if v} if isinstance(buttons, Mapping)
                        else {name: v for name, v in zip(self._env.buttons, buttons) if v})
-            self._bus.emit(Kind.ACTION_EXECUTED, "policy", tic=self._env.tic, sim_ms=self._sim_ms(self._env.tic),
+            self._bus.emit(Kind.ACTION_EXECUTED, "policy", tic=self._env.tic, sim_ms=self._env.tic * MS_PER_TIC,
                            action=pressed, tics=tics)
         return self._env.act(buttons, tics)

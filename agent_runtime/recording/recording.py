@@ -15,6 +15,7 @@ import numpy as np
 
 from agent_runtime.errors import UserError
 from agent_runtime.events import Event
+from agent_runtime.recording.demo_file import demo_problem
 from agent_runtime.recording.engine_paths import fits_engine, short_temp_dir
 from agent_runtime.recording.event_log import EVENTS_FILE, EventLogWriter, read_event_log
 from agent_runtime.recording.manifest import MANIFEST_FILE, Manifest, hash_file
@@ -117,21 +118,21 @@ class RecordingWriter:
             self.guard.report(self.manifest_path, e)
 
     def _finish_lmp(self) -> None:
-        """Move a staged .lmp into the directory and hash it into the manifest."""
+        """Move a staged .lmp into the directory, hash it into the manifest and check that the engine wrote it whole."""
         if self._staging_dir is not None:
             staged = self._staging_dir / LMP_FILE
             if staged.is_file():
                 shutil.move(staged, self.final_lmp_path)
             shutil.rmtree(self._staging_dir, ignore_errors=True)
-        if self.final_lmp_path.is_file():
-            self.manifest.lmp = {"file": LMP_FILE, "scenario": self.manifest.scenario,
-                                 "blake2b": hash_file(self.final_lmp_path)}
-
-    def __enter__(self) -> RecordingWriter:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
+        if not self.final_lmp_path.is_file():
+            return
+        self.manifest.lmp = {"file": LMP_FILE, "scenario": self.manifest.scenario,
+                             "blake2b": hash_file(self.final_lmp_path)}
+        problem = demo_problem(self.final_lmp_path)
+        if problem is not None:  # the engine's own write failed (a full disk): say so, as for our own writes
+            self.manifest.lmp.update(complete=False, problem=problem)
+            if "end_reason" not in self.manifest.extra:  # an episode cut off (engine died, stopped) says why itself
+                self.guard.report(self.final_lmp_path, OSError(f"ViZDoom left its demo {problem} (a full disk?)"))
 
 
 class Recording:
@@ -176,7 +177,7 @@ class Recording:
     def events(self) -> list[Event]:
         """All events in file order; read on first use (UserError on a corrupt line; a cut-off last line goes to .warnings)."""
         if self._events is None:
-            self._events, self.warnings = read_event_log(self.events_path, warn=False)
+            self._events, self.warnings = read_event_log(self.events_path)
         return self._events
 
     def of_kind(self, *kinds: str) -> list[Event]:

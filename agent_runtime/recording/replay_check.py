@@ -14,6 +14,7 @@ from typing import Any
 
 from agent_runtime import signals
 from agent_runtime.errors import UserError, first_line
+from agent_runtime.recording.demo_file import demo_problem
 from agent_runtime.recording.engine_paths import engine_readable_lmp
 from agent_runtime.recording.manifest import MANIFEST_FILE, hash_file
 from agent_runtime.recording.recording import Recording, screen_hash
@@ -21,17 +22,21 @@ from agent_runtime.events import Kind
 
 
 def check_lmp_belongs(recording: Recording) -> None:
-    """UserError unless the .lmp exists and is the one this manifest's scenario recorded."""
+    """UserError unless the .lmp exists, is whole and is the one this manifest's scenario recorded."""
     lmp, manifest_path = recording.lmp_path, recording.dir / MANIFEST_FILE
-    end_reason = recording.manifest.extra.get("end_reason")
-    if not lmp.is_file() and recording.manifest.extra.get("complete") is False:
-        raise UserError(f"{recording.dir}: an incomplete recording (the run ended early: {end_reason}) "
+    extra = recording.manifest.extra
+    if not lmp.is_file() and extra.get("complete") is False:
+        raise UserError(f"{recording.dir}: an incomplete recording (the run ended early: {extra.get('end_reason')}) "
                         f"without a .lmp to replay; its events.jsonl holds what happened until then")
     if not lmp.is_file():
         raise UserError(
             f"{lmp}: not found; the .lmp is written when the episode ends or the DoomEnv closes "
             f"(a run stopped mid-episode leaves no .lmp)"
         )
+    problem = demo_problem(lmp)
+    if problem is not None:  # the engine would crash on it
+        raise UserError(f"{lmp}: {problem}; ViZDoom cannot replay a cut demo (its write failed: a full disk?); "
+                        f"its events.jsonl holds what happened (`agent-runtime timeline`)")
     recorded = recording.manifest.lmp or {}
     lmp_scenario = recorded.get("scenario")
     if lmp_scenario is not None and lmp_scenario != recording.manifest.scenario:

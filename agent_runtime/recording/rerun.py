@@ -8,6 +8,7 @@ those fixed the agent must emit the same (command, frame_tic) sequence; the firs
 
 from __future__ import annotations
 
+from itertools import zip_longest
 from pathlib import Path
 from typing import Any
 
@@ -45,9 +46,7 @@ def recorded_step_costs(events: list[Event], source: str) -> list[float]:
 
 def first_divergence(recorded: list, rerun: list) -> dict[str, Any] | None:
     """{index, recorded, rerun} of the first differing action (None past the end), or None when equal."""
-    for index in range(max(len(recorded), len(rerun))):
-        a = recorded[index] if index < len(recorded) else None
-        b = rerun[index] if index < len(rerun) else None
+    for index, (a, b) in enumerate(zip_longest(recorded, rerun)):
         if a != b:
             as_dict = (lambda x: None if x is None else {"command": x[0], "frame_tic": x[1]})
             return {"index": index, "recorded": as_dict(a), "rerun": as_dict(b)}

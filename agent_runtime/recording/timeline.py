@@ -16,10 +16,7 @@ from agent_runtime.errors import UserError
 from agent_runtime.events import Event, Kind
 
 LANES = ("frames", "prefill", "thinker", "actions", "asr", "tts", "playback")
-LANE_LABELS = {
-    "frames": "frames", "prefill": "prefill", "thinker": "Thinker", "actions": "actions",
-    "asr": "user / ASR", "tts": "TTS", "playback": "playback",
-}
+LANE_LABELS = {"thinker": "Thinker", "asr": "user / ASR", "tts": "TTS"}  # the other lanes go by their names
 MAX_LABELS_PER_LANE = 30
 LABEL_CHARS = 22
 
@@ -103,19 +100,18 @@ def _playback_spans(timed: list[TimedEvent], end: float) -> list[tuple[float, fl
     return spans
 
 
-def _lane_of(event: Event) -> str | None:
+def _style_of(event: Event) -> tuple[str, str, str, str] | None:
+    """(lane, marker, color, legend label) of an event the timeline draws; tokens not the Thinker's go to actions."""
     style = MARKERS.get(event.kind)
-    if style is None:
-        return None
-    if event.kind == Kind.TOKEN and "think" not in event.stream:
-        return "actions"
-    return style[0]
+    if style is not None and event.kind == Kind.TOKEN and "think" not in event.stream:
+        return "actions", style[1], "tab:brown", "token (actor and other streams)"
+    return style
 
 
 def lanes_in_use(events: Iterable[Event]) -> tuple[str, ...]:
     """The lanes the whole recording has events in (all of them for an empty one): a headless run shows no
     empty TTS/playback lanes, and every stretch of one recording gets the same lanes."""
-    used = {_lane_of(e) for e in events}
+    used = {style[0] for style in map(_style_of, events) if style is not None}
     return tuple(lane for lane in LANES if lane in used) or LANES
 
 
@@ -172,14 +168,11 @@ def _draw_events(ax, shown, lane_y: dict) -> dict[str, tuple]:
     labels_in_lane: dict[str, int] = {}
     last_label: dict[tuple[str, str], str] = {}  # a label repeats only when its text changed (ATTACK, ATTACK, ...)
     for te in shown:
-        kind = te.event.kind
-        style = MARKERS.get(kind)
+        kind, style = te.event.kind, _style_of(te.event)
         if style is None:
             continue
         lane, marker, color, legend = style
-        if kind == Kind.TOKEN and "think" not in te.event.stream:
-            lane, color, legend = "actions", "tab:brown", "token (actor and other streams)"
-        y = lane_y[_lane_of(te.event)]
+        y = lane_y[lane]
         size = 4 if kind in (Kind.TOKEN, Kind.ENGINE_STEP) else 8
         ax.plot([te.t], [y + LANE_OFFSETS.get(kind, 0.0)], marker=marker, color=color, markersize=size,
                 linestyle="none", zorder=3)
@@ -219,7 +212,7 @@ def _draw_bumps(ax, timed, shown, lo: float, *, top: float) -> int:
 def _finish_axes(ax, lanes, lane_y, shown, lo: float, hi: float, title, used: dict) -> None:
     from matplotlib.lines import Line2D
 
-    ax.set_yticks([lane_y[lane] for lane in lanes], [LANE_LABELS[lane] for lane in lanes])
+    ax.set_yticks([lane_y[lane] for lane in lanes], [LANE_LABELS.get(lane, lane) for lane in lanes])
     ax.set_ylim(-0.7, len(lanes) + 0.3)
     ax.set_xlim(lo - 0.01 * (hi - lo), hi + 0.01 * (hi - lo))
     clocks = sorted({te.event.clock for te in shown})

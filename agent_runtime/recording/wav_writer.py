@@ -46,10 +46,6 @@ class WavWriter:
             + b"data" + struct.pack("<I", data_bytes)
         )
 
-    @property
-    def duration_s(self) -> float:
-        return self.n_frames / self.rate
-
     def write(self, samples: np.ndarray) -> None:
         x = np.asarray(samples)
         if x.dtype.kind == "f":
@@ -77,12 +73,8 @@ class WavWriter:
         self._file.write(data)
         self._file.flush()
         self.n_frames += frames
-        data_bytes = self.n_frames * 2 * self.channels
-        self._file.seek(4)
-        self._file.write(struct.pack("<I", 36 + data_bytes))
-        self._file.seek(40)
-        self._file.write(struct.pack("<I", data_bytes))
-        self._file.seek(0, 2)
+        self._file.seek(0)
+        self._file.write(self._header(self.n_frames * 2 * self.channels))
         self._file.flush()
 
     def close(self) -> None:
@@ -92,9 +84,3 @@ class WavWriter:
                     self._file.close()
                 except OSError:  # a full disk: what was flushed stays, with a header that counts it
                     pass
-
-    def __enter__(self) -> WavWriter:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()

@@ -4,6 +4,7 @@ Every file a run records into (events.jsonl, the WAVs, the manifest, results.jso
 write here instead of raising into the engine or an audio thread. The first report prints one line naming the
 file and the error; from then on nothing more is written, so what is on disk stays readable up to its last
 complete event (the event log's reader skips a last line cut short, each WAV header counts only whole blocks).
+The episode.lmp that ViZDoom writes itself is checked when its recording closes (recording/demo_file.py).
 Policy "continue" (the default) plays on without recording; "stop" also asks the run to stop cleanly at its
 next step (`signals.request_stop`), and the command exits 1.
 """
@@ -59,10 +60,9 @@ class WriteGuard:
             # an OSError is named with its path here; other errors (a UserError) already name theirs
             self.error = (f"cannot write {path}: {describe_error(error)}" if isinstance(error, OSError)
                           else first_line(error))
+        said = f"recording stopped: {self.error}; what was written stays readable; "
         if self.policy == "stop":
-            self.notify(f"recording stopped: {self.error}; what was written stays readable; "
-                        "stopping the run (--on-disk-full stop)")
+            self.notify(said + "stopping the run (--on-disk-full stop)")
             signals.request_stop(RecordingStopped(self.error))
         else:
-            self.notify(f"recording stopped: {self.error}; what was written stays readable; play goes on "
-                        "without recording (free space or record elsewhere with --out)")
+            self.notify(said + "play goes on without recording (free space or record elsewhere with --out)")

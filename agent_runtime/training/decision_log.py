@@ -123,8 +123,3 @@ def complete_bytes(directory: str | Path) -> bytes:
 
 def parse_decisions(data: bytes) -> list[dict]:
     return [json.loads(line) for line in data.split(b"\n") if line.strip()]
-
-
-def read_decisions(directory: str | Path) -> list[dict]:
-    """The decisions of the complete episodes of a data set directory."""
-    return parse_decisions(complete_bytes(directory))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import torch
 
@@ -45,9 +45,6 @@ class TrainHistory:
     losses: list[float] = field(default_factory=list)
     eval_steps: list[int] = field(default_factory=list)
     accuracies: list[float] = field(default_factory=list)
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
 
 def split(examples: list[Example], held_out: float, seed: int) -> tuple[list[Example], list[Example]]:

@@ -6,9 +6,9 @@ a real microphone/speaker from a WAV file or a numpy array:
     input callback:  callback(indata, frames, time, status)            indata  float32 [frames, 1]
     output callback: callback(outdata, frames, time, status)           outdata float32 [frames, 1]
 
-`open_input_stream` / `open_output_stream` pick the sounddevice backend when a device exists and
-raise `NoAudioDeviceError` (a UserError that lists what was found) when none does. The device-free
-backend (`ArrayMicrophone`, `RecordingSpeaker`) runs as fast as you pump it, for tests and files.
+`open_stream("input" | "output", ...)` picks the sounddevice backend when a device exists and raises
+`NoAudioDeviceError` (a UserError that lists what was found) when none does. The device-free backend
+(`ArrayMicrophone`, `RecordingSpeaker`) runs as fast as you pump it, for tests and files.
 """
 
 from __future__ import annotations
@@ -119,7 +119,21 @@ def load_audio_16k(path: str | Path) -> np.ndarray:
 # ---------------------------------------------------------------- device-free backend
 
 
-class ArrayMicrophone:
+class _DeviceFreeStream:
+    """The part of a sounddevice stream's interface the device guard uses: start, stop, close and `active`."""
+
+    active = False
+
+    def start(self) -> None:
+        self.active = True
+
+    def stop(self) -> None:
+        self.active = False
+
+    abort = close = stop
+
+
+class ArrayMicrophone(_DeviceFreeStream):
     """A microphone that plays back an array block by block into an input callback.
 
     `pump()` delivers everything at once (faster than real time); `pump(n_blocks)` delivers n blocks.
@@ -132,25 +146,6 @@ class ArrayMicrophone:
         self.blocksize = blocksize
         self.samplerate = samplerate
         self.position = 0
-        self.active = False
-
-    def start(self) -> None:
-        self.active = True
-
-    def stop(self) -> None:
-        self.active = False
-
-    abort = stop
-
-    def close(self) -> None:
-        self.active = False
-
-    def __enter__(self):
-        self.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
     @property
     def finished(self) -> bool:
@@ -170,7 +165,7 @@ class ArrayMicrophone:
         return sent
 
 
-class RecordingSpeaker:
+class RecordingSpeaker(_DeviceFreeStream):
     """A speaker that pulls blocks from an output callback and keeps them, for tests and files."""
 
     def __init__(self, callback: AudioCallback, blocksize: int = 1024, samplerate: int = 22_050):
@@ -179,16 +174,6 @@ class RecordingSpeaker:
         self.samplerate = samplerate
         self.blocks: list[np.ndarray] = []
         self.frames = 0  # pulled so far: the stream time of the next block
-        self.active = False
-
-    def start(self) -> None:
-        self.active = True
-
-    def stop(self) -> None:
-        self.active = False
-
-    abort = stop
-    close = stop
 
     def pull(self, n_blocks: int = 1) -> list[np.ndarray]:
         """Ask the callback for n blocks, as the sound card would; returns the new blocks."""
@@ -245,8 +230,10 @@ def _pick_device(kind: str, device: int | str | None) -> int | str | None:
     return default if default is not None and default >= 0 else usable[0]
 
 
-def _open_stream(kind: str, callback: AudioCallback, device, samplerate: int, blocksize: int):
-    """A mono float32 sounddevice stream of `kind` ("input" or "output"); NoAudioDeviceError when there is none."""
+def open_stream(kind: str, callback: AudioCallback, device: int | str | None = None, samplerate: int = SAMPLE_RATE,
+                blocksize: int = BLOCK_FRAMES):
+    """A mono float32 sounddevice stream: "input" drives `callback` (the microphone), "output" pulls from it (the
+    speaker). NoAudioDeviceError when there is no such device."""
     sd = _sounddevice()
     dev = _pick_device(kind, device)
     stream = sd.InputStream if kind == "input" else sd.OutputStream
@@ -263,15 +250,3 @@ def refresh_devices() -> None:
     sd = _sounddevice()
     sd._terminate()
     sd._initialize()
-
-
-def open_input_stream(callback: AudioCallback, device: int | str | None = None,
-                      samplerate: int = SAMPLE_RATE, blocksize: int = BLOCK_FRAMES):
-    """A sounddevice InputStream driving `callback` (the microphone)."""
-    return _open_stream("input", callback, device, samplerate, blocksize)
-
-
-def open_output_stream(callback: AudioCallback, samplerate: int, device: int | str | None = None,
-                       blocksize: int = 1024):
-    """A sounddevice OutputStream pulling from `callback` (the speaker)."""
-    return _open_stream("output", callback, device, samplerate, blocksize)

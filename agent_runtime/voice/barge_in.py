@@ -1,8 +1,8 @@
 """Barge-in: the user talks over the agent's commentary, and the commentary stops at once.
 
-The interrupt order is fixed: bump the session generation FIRST (so every consumer drops stale work
-at its next consumption point), then clear playback (silent at the next audio block), abort TTS
-and clear its queue, then call the engine's hook to stop commentary decoding.
+An interruption is one bump of the session generation: its consumers (generation.py) then abort TTS and
+clear its queue and clear playback (silent at the next audio block); then the engine's hook stops commentary
+decoding.
 
 With open speakers the agent's own voice reaches the microphone and triggers the VAD; echo
 cancellation alone was not enough. Modes:
@@ -11,20 +11,18 @@ cancellation alone was not enough. Modes:
   "half_duplex":   the microphone is not listened to while the agent talks (`listening` is False).
   "immediate":     interrupt on VAD onset (headphones, no echo).
 
-Tentative pause (`onset_cues`, what VoiceIO turns on for "immediate"): the VAD confirms speech only after its
-hysteresis, ~100-190 ms after the speech began ("stop" and "shoot" begin with fricatives, which silero scores
-low). With onset cues, playback pauses at the VAD's first SpeechOnset of a cue in `onset_cues`, one 32 ms window
-after the onset; SpeechStarted then confirms it (and the mode goes on from there: "immediate" interrupts), and
-an OnsetRejected (quiet again, or no speech within ~320 ms) resumes it, nothing lost. Only the reversible pause
-moves earlier: what interrupts is unchanged. The "fricative" cue (a noise-like, high rise of the level: the "s"
-of "stop") is for headsets only: with open speakers the agent's own voice would give it.
+Tentative pause (`onset_cues`, what VoiceIO turns on for "immediate"; why and what the cues are: vad.py): playback
+pauses at the VAD's first SpeechOnset of a cue in `onset_cues`; SpeechStarted then confirms it (and the mode goes
+on from there: "immediate" interrupts), and an OnsetRejected resumes it, nothing lost. Only the reversible pause
+moves earlier: what interrupts is unchanged. The "fricative" cue is for headsets only: with open speakers the
+agent's own voice would give it.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from typing import Callable
 
 from agent_runtime.generation import SessionGeneration
 from agent_runtime.voice.playback import PlaybackBuffer
@@ -36,10 +34,6 @@ CUES = ("fricative", "vad")
 # the onset cues a live session pauses on, per mode: a headset has no echo; open speakers keep the pause at
 # SpeechStarted (the agent's own voice at the edge of detection gives extra single-window cues)
 ONSET_CUES = {"immediate": CUES, "pause_confirm": (), "half_duplex": ()}
-
-
-class Abortable(Protocol):
-    def abort_and_clear(self) -> int: ...
 
 
 @dataclass
@@ -72,7 +66,6 @@ class BargeInController:
 
     session: SessionGeneration
     playback: PlaybackBuffer
-    tts: Abortable | None = None
     mode: str = "pause_confirm"
     min_speech_ms: float = 800.0  # continued speech that confirms a paused barge-in (longer than "stop" + hangover)
     min_command_ms: float = 200.0  # an utterance shorter than this cannot confirm with a command
@@ -152,18 +145,15 @@ class BargeInController:
             if self.mode == "immediate":
                 self._interrupt("vad")
             return
-        if not self.playback.active or self.playback.paused or self._pending is not None:
+        if (self.mode == "half_duplex" or not self.playback.active or self.playback.paused
+                or self._pending is not None):  # half_duplex: should not hear anything while talking; ignore
             return
-        record = BargeInRecord(time.monotonic(), event.detected_ms)
-        self.records.append(record)
-        self._pending = record
+        self._pending = BargeInRecord(time.monotonic(), event.detected_ms)
+        self.records.append(self._pending)
         if self.mode == "immediate":
             self._interrupt("vad")
-        elif self.mode == "pause_confirm":
+        else:  # pause_confirm
             self.playback.pause()  # silent from the next block; the queue is kept
-        else:  # half_duplex: should not hear anything while talking; ignore
-            self.records.pop()
-            self._pending = None
 
     def _on_hypothesis(self, hyp: Hypothesis) -> None:
         self._prefix.update(hyp.text, hyp.final)
@@ -183,12 +173,9 @@ class BargeInController:
 
     def _interrupt(self, reason: str) -> int:
         record = self._pending
-        generation = self.session.bump(f"barge-in:{reason}")  # FIRST: everything older is now stale
+        generation = self.session.bump(f"barge-in:{reason}")  # TTS and playback drop everything older
         bump_wall = time.monotonic()
-        self.playback.clear()
         self.playback.resume()
-        if self.tts is not None:
-            self.tts.abort_and_clear()
         if self.on_interrupt is not None:
             self.on_interrupt(generation, reason)
         if record is not None:

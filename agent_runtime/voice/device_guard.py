@@ -43,7 +43,6 @@ class _Slot:
     lost_at: float | None = None
     next_retry: float = 0.0
     losses: int = 0
-    restores: int = 0
 
 
 class AudioDeviceGuard:
@@ -157,7 +156,6 @@ class AudioDeviceGuard:
             slot.next_retry = now + self.retry_s
             return
         slot.stream, slot.last_alive, slot.failure = stream, time.monotonic(), None
-        slot.restores += 1
         self.on_change(slot.kind, stream)
         label, what = LABELS[slot.kind]
         self.emit(Kind.AUDIO_DEVICE_RESTORED, device=slot.kind, after_s=round(now - slot.lost_at, 3))

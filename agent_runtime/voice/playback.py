@@ -2,9 +2,9 @@
 
 TTS outruns playback ~100x, so without a bound a whole paragraph would sit here after an
 interruption. The buffer therefore (1) bounds depth (the producer waits in `push`), (2) bounds age
-(chunks older than `max_age_ms` when their turn comes are dropped as late), and (3) checks the
-session generation at every output block: after a bump the very next block is silence and the
-stale chunks are discarded (counted). Only text whose audio was fully played is reported as heard,
+(chunks older than `max_age_ms` when their turn comes are dropped as late), and (3) drops the chunks
+of an older generation at a bump and again at every output block: after a bump the very next block is
+silence (stale chunks are counted). Only text whose audio was fully played is reported as heard,
 so only heard text enters the conversation history.
 """
 
@@ -28,7 +28,6 @@ class HeardSpeech:
     utterance: int
     generation: int
     heard: str
-    full_text: str
     interrupted: bool
 
 
@@ -60,7 +59,7 @@ class PlaybackBuffer:
         self._offset = 0  # samples of _current already played
         self._queued_samples = 0
         self._cond = threading.Condition()
-        self._paused = False
+        self.paused = False  # silent while True, the queue kept (a barge-in not yet confirmed)
         self._heard_end: dict[int, int] = {}  # utterance -> char offset heard so far
         self._open: dict[int, SpeechChunk] = {}  # utterances started but not finished: a chunk of each
         self._heard_log: list[HeardSpeech] = []
@@ -101,23 +100,16 @@ class PlaybackBuffer:
             return True
 
     def clear(self) -> int:
-        """Drop everything queued (a barge-in); returns how many chunks were dropped."""
+        """Drop everything queued (the speaker was lost); returns how many chunks were dropped."""
         with self._cond:
-            dropped = self._drop(lambda c: True, late=False)
-            for first in list(self._open.values()):
-                self._close(first, interrupted=True)
-            return dropped
+            return self._drop_stale(None)
 
     def pause(self) -> None:
         """Silence from the next block on, keeping the queue (a barge-in not yet confirmed)."""
-        self._paused = True
+        self.paused = True
 
     def resume(self) -> None:
-        self._paused = False
-
-    @property
-    def paused(self) -> bool:
-        return self._paused
+        self.paused = False
 
     @property
     def active(self) -> bool:
@@ -138,12 +130,9 @@ class PlaybackBuffer:
             self.stats.blocks += 1
             block_start = time.monotonic()
             out = np.zeros(frames, np.float32)
-            generation = self.session.current
-            self._drop(lambda c: c.generation != generation, late=False)
-            for first in [c for c in self._open.values() if c.generation != generation]:
-                self._close(first, interrupted=True)  # aborted synthesis never sends its last chunk
+            self._drop_stale(self.session.current)
             pos = 0
-            if not self._paused:
+            if not self.paused:
                 while pos < frames:
                     if self._current is None and not self._next_chunk(block_start):
                         break
@@ -191,25 +180,26 @@ class PlaybackBuffer:
         if chunk.last:
             self._close(chunk, interrupted=False)
 
-    def _drop(self, predicate, late: bool) -> int:
+    def _drop_stale(self, generation: int | None) -> int:
+        """Drop the chunks not of `generation` (None: all; counted as stale) and close their utterances as cut off."""
+        stale = (lambda c: True) if generation is None else (lambda c: c.generation != generation)
         dropped = 0
-        if self._current is not None and predicate(self._current):
+        if self._current is not None and stale(self._current):
             self._close(self._current, interrupted=True)
             self._current, self._offset = None, 0
             dropped += 1
         keep = deque()
         for chunk in self._queue:
-            if predicate(chunk):
+            if stale(chunk):
                 dropped += 1
                 self._queued_samples -= chunk.samples.size
                 self._close(chunk, interrupted=True)
             else:
                 keep.append(chunk)
         self._queue = keep
-        if late:
-            self.stats.discarded_late += dropped
-        else:
-            self.stats.discarded_stale += dropped
+        self.stats.discarded_stale += dropped
+        for first in [c for c in self._open.values() if stale(c)]:
+            self._close(first, interrupted=True)  # aborted synthesis never sends its last chunk
         return dropped
 
     def _close(self, chunk: SpeechChunk, interrupted: bool) -> None:
@@ -219,11 +209,13 @@ class PlaybackBuffer:
         first = self._open.pop(chunk.utterance)
         end = len(first.text) if not interrupted else self._heard_end.get(chunk.utterance, 0)
         self._heard_end.pop(chunk.utterance, None)
-        self._heard_log.append(HeardSpeech(chunk.utterance, chunk.generation, first.text[:end].strip(),
-                                           first.text, interrupted))
+        self._heard_log.append(HeardSpeech(chunk.utterance, chunk.generation, first.text[:end].strip(), interrupted))
 
     def _on_bump(self, bump: Interruption) -> None:
-        self._pending_bumps.append(bump)
+        """An interruption: older speech goes now (silent from the next block), and the silence is timed."""
+        with self._cond:
+            self._drop_stale(bump.generation)
+            self._pending_bumps.append(bump)
 
     def _note_interruptions(self, silent: bool, t: float) -> None:
         for rec in self.stats.interruptions:

@@ -204,27 +204,11 @@ class ListeningPipeline:
         return frames
 
 
-@dataclass(frozen=True)
-class PrefixUpdate:
-    """What a display or a history may do after a hypothesis.
-
-    stable: words that may be committed now (replace the previously committed text with this).
-    unstable: the rest of the hypothesis, to show but not commit.
-    retracted: previously stable words that a revision took back (committed text must drop them).
-    """
-
-    stable: str
-    unstable: str
-    retracted: str
-    final: bool
-
-
 class StablePrefix:
     """Which part of a stream of partial hypotheses may be committed.
 
     A word prefix is stable once the last `agreement` hypotheses share it, or when the result is
-    final. If a later hypothesis revises a stable word, the update says which words were retracted,
-    so the committed text is replaced rather than appended to and nothing stale is left behind.
+    final. A later hypothesis that revises a stable word takes it back, so nothing stale stays committed.
     """
 
     def __init__(self, agreement: int = 2):
@@ -240,7 +224,7 @@ class StablePrefix:
     def stable(self) -> str:
         return " ".join(self.stable_words)
 
-    def update(self, text: str, final: bool = False) -> PrefixUpdate:
+    def update(self, text: str, final: bool = False) -> None:
         words = normalize(text).split()
         if self.final:  # a new utterance after a final result
             self.reset()
@@ -254,11 +238,8 @@ class StablePrefix:
             # never un-commit words still agreed by the newest hypothesis unless it revised them
             if len(new_stable) < len(self.stable_words) and words[: len(self.stable_words)] == self.stable_words:
                 new_stable = self.stable_words
-        keep = len(_common_prefix([self.stable_words, new_stable]))
-        retracted = self.stable_words[keep:]
         self.stable_words = list(new_stable)
         self.final = final
-        return PrefixUpdate(self.stable, " ".join(words[len(new_stable):]), " ".join(retracted), final)
 
     @property
     def committable_command(self) -> str | None:

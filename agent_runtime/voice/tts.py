@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import queue
 import threading
 import time
 from dataclasses import dataclass
@@ -29,7 +30,6 @@ POS_CHARACTER = 1
 ESPEAK_CHARS_UTF8 = 1
 EE_OK = 0
 EVENT_WORD = 1
-EVENT_MSG_TERMINATED = 6
 EVENT_LIST_TERMINATED = 0
 PARAM_RATE = 1
 
@@ -78,10 +78,7 @@ class SynthesisResult:
     aborted: bool
     first_chunk_ms: float | None  # synthesis start -> first chunk handed on
     synth_seconds: float
-
-    @property
-    def audio_seconds(self) -> float:
-        return self.samples / EspeakTts.SAMPLE_RATE_HINT
+    audio_seconds: float
 
     @property
     def real_time_factor(self) -> float:
@@ -107,7 +104,6 @@ class EspeakTts:
     `on_chunk` if the playback buffer is full); run it on a worker thread for live use.
     """
 
-    SAMPLE_RATE_HINT = 22_050
     _library_lock = threading.Lock()  # libespeak-ng has global state
     _initialized_rate = 0
 
@@ -133,7 +129,6 @@ class EspeakTts:
             if lib.espeak_SetVoiceByName(voice.encode()) != EE_OK:
                 raise UserError(f"espeak-ng has no voice {voice!r}; list them with `espeak-ng --voices`")
         self.sample_rate = rate
-        EspeakTts.SAMPLE_RATE_HINT = rate
         self.voice = voice
         self.words_per_minute = words_per_minute
         self._callback = _SYNTH_CALLBACK(self._on_synth)  # keep a reference: C holds only a pointer
@@ -176,7 +171,7 @@ class EspeakTts:
                 self._emit(np.zeros(0, np.float32), None, last=True)
             self._job = None
             return SynthesisResult(job["utterance"], job["index"], job["samples"], job["aborted"],
-                                   job["first"], time.perf_counter() - job["start"])
+                                   job["first"], time.perf_counter() - job["start"], job["samples"] / self.sample_rate)
 
     def synthesize(self, text: str) -> np.ndarray:
         """The whole utterance as one array (tests, files)."""
@@ -237,8 +232,6 @@ class TtsWorker:
 
     def __init__(self, tts: EspeakTts, sink: Callable[[SpeechChunk], bool],
                  on_result: Callable[[SynthesisResult], None] | None = None):
-        import queue
-
         self.tts = tts
         self.sink = sink
         self.on_result = on_result
@@ -248,21 +241,16 @@ class TtsWorker:
         self._pending_lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="tts-worker", daemon=True)
         self._thread.start()
-        tts.session.subscribe("tts", self._on_interruption)  # after the engine, before playback
-
-    def _on_interruption(self, interruption) -> None:
-        """An interruption stops the sentence being synthesized and drops the queued ones."""
-        self.abort_and_clear()
+        tts.session.subscribe("tts", self.abort_and_clear)  # every interruption; after the engine, before playback
 
     def say(self, text: str, generation: int | None = None) -> None:
         with self._pending_lock:
             self._pending += 1
         self._queue.put((text, self.tts.session.current if generation is None else generation))
 
-    def abort_and_clear(self) -> int:
-        """Abort the chunk being synthesized and drop every queued text; returns how many were dropped."""
-        import queue
-
+    def abort_and_clear(self, interruption=None) -> int:
+        """Abort the chunk being synthesized and drop every queued text (at every interruption, too); returns how
+        many were dropped."""
         dropped = 0
         while True:
             try:
@@ -292,7 +280,7 @@ class TtsWorker:
         return True
 
     def close(self) -> None:
-        self.tts.session.unsubscribe(self._on_interruption)
+        self.tts.session.unsubscribe(self.abort_and_clear)
         self.abort_and_clear()
         self._queue.put(None)
         self._thread.join(timeout=5)

@@ -17,7 +17,6 @@ actions only (pause playback); SpeechStarted, unchanged, is still what confirms 
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from importlib.util import find_spec
 from pathlib import Path
@@ -76,7 +75,6 @@ class SpeechStarted:
 
     t_ms: float
     detected_ms: float
-    wall: float
 
 
 @dataclass(frozen=True)
@@ -87,7 +85,6 @@ class SpeechOnset:
 
     t_ms: float
     detected_ms: float
-    wall: float
     cue: str
 
 
@@ -97,7 +94,6 @@ class OnsetRejected:
 
     onset_ms: float
     detected_ms: float
-    wall: float
     reason: str  # "quiet" | "timeout"
 
 
@@ -107,7 +103,6 @@ class SpeechStopped:
 
     t_ms: float
     detected_ms: float
-    wall: float
     started_ms: float
 
 
@@ -117,13 +112,11 @@ OnsetEvent = SpeechOnset | OnsetRejected
 
 @dataclass
 class VadWindow:
-    """One processed window: its audio, where it ends in the stream, and the VAD state after it (`onset`: a
+    """One processed window: its audio, where it ends in the stream, and the VAD event it gave (`onset`: a
     tentative onset opened or rejected in this window, reported before `event`)."""
 
     samples: np.ndarray
     end_ms: float
-    probability: float
-    in_speech: bool
     event: VadEvent | None
     onset: OnsetEvent | None = None
 
@@ -237,7 +230,7 @@ class VoiceActivityDetector:
                 if self._run >= self.min_speech_windows:
                     self.in_speech, self._run = True, 0
                     self._speech_start_ms = self._run_start_ms
-                    event = SpeechStarted(self._run_start_ms, end_ms, time.monotonic())
+                    event = SpeechStarted(self._run_start_ms, end_ms)
             else:
                 self._run = 0
             if event is None:
@@ -251,10 +244,10 @@ class VoiceActivityDetector:
                 self._run += 1
                 if self._run >= self.min_silence_windows:
                     self.in_speech, self._run = False, 0
-                    event = SpeechStopped(self._run_start_ms, end_ms, time.monotonic(), self._speech_start_ms)
+                    event = SpeechStopped(self._run_start_ms, end_ms, self._speech_start_ms)
             elif p >= self.threshold:
                 self._run = 0
-        return VadWindow(window, end_ms, p, self.in_speech, event, onset)
+        return VadWindow(window, end_ms, event, onset)
 
     def _tentative(self, p: float, fricative: bool, start_ms: float, end_ms: float) -> OnsetEvent | None:
         """Open, cue or reject a tentative onset, in a window outside speech that did not start it."""
@@ -263,14 +256,14 @@ class VoiceActivityDetector:
             if not (vad_cue or fricative):
                 return None
             self._onset_ms, self._onset_vad, self._quiet = start_ms, vad_cue, 0
-            return SpeechOnset(start_ms, end_ms, time.monotonic(), "vad" if vad_cue else "fricative")
+            return SpeechOnset(start_ms, end_ms, "vad" if vad_cue else "fricative")
         if vad_cue and not self._onset_vad:
             self._onset_vad, self._quiet = True, 0
-            return SpeechOnset(start_ms, end_ms, time.monotonic(), "vad")
+            return SpeechOnset(start_ms, end_ms, "vad")
         self._quiet = 0 if (vad_cue or self.fricative.loud) else self._quiet + 1
         reason = ("quiet" if self._quiet >= self.onset_quiet_windows
                   else "timeout" if end_ms - self._onset_ms >= self.onset_timeout_ms else None)
         if reason is None:
             return None
         onset_ms, self._onset_ms = self._onset_ms, None
-        return OnsetRejected(onset_ms, end_ms, time.monotonic(), reason)
+        return OnsetRejected(onset_ms, end_ms, reason)

@@ -15,6 +15,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass
+from functools import partial
 from typing import Callable
 
 import numpy as np
@@ -24,9 +25,9 @@ from agent_runtime.generation import SessionGeneration
 from agent_runtime.notices import Notify, OncePerKind, stderr_line
 from agent_runtime.voice.audio_io import BLOCK_FRAMES as MIC_BLOCK
 from agent_runtime.voice.audio_io import SAMPLE_RATE as MIC_RATE
-from agent_runtime.voice.audio_io import (ArrayMicrophone, AudioCallback, RecordingSpeaker, open_input_stream,
-                                          open_output_stream, refresh_devices)
+from agent_runtime.voice.audio_io import AudioCallback, open_stream, refresh_devices
 from agent_runtime.voice.barge_in import ONSET_CUES, BargeInController
+from agent_runtime.voice.device_free import device_free_openers
 from agent_runtime.voice.device_guard import AudioDeviceGuard
 from agent_runtime.voice.playback import PlaybackBuffer
 from agent_runtime.voice.realtime_pump import RealTimePump
@@ -71,7 +72,7 @@ class VoiceIO:
         self.playback = PlaybackBuffer(session, sample_rate=SPEAKER_RATE)
         self.tts = TtsWorker(EspeakTts(session), sink=self._tts_sink, on_result=self._on_synthesis)
         self.commands: deque[VoiceCommand] = deque()
-        self.controller = BargeInController(session, self.playback, tts=self.tts, mode=mode,
+        self.controller = BargeInController(session, self.playback, mode=mode,
                                             on_interrupt=self._on_interrupt, on_command=self._on_command,
                                             onset_cues=ONSET_CUES.get(mode, ()))
         self._blocks: "queue.Queue[tuple[np.ndarray, float]]" = queue.Queue(maxsize=MAX_QUEUED_MIC_BLOCKS)
@@ -90,21 +91,13 @@ class VoiceIO:
         self.t_start: float | None = None
 
     def _openers(self, input_device, output_device, mic_samples, open_input, open_output) -> dict:
-        """How each device is opened, now and after a failure. The device-free ones are opened once and kept (an
-        array microphone that comes back goes on where it stopped)."""
-        if self.device_free and open_input is None:
-            samples = np.zeros(0, np.float32) if mic_samples is None else mic_samples
-            mic = ArrayMicrophone(samples, self._on_mic, blocksize=MIC_BLOCK)
-            open_input = lambda callback: mic  # noqa: E731
-        if self.device_free and open_output is None:
-            speaker = RecordingSpeaker(self._speaker_callback, SPEAKER_BLOCK, SPEAKER_RATE)
-            open_output = lambda callback: speaker  # noqa: E731
-        if open_input is None:
-            open_input = lambda callback: open_input_stream(callback, device=input_device,  # noqa: E731
-                                                            samplerate=MIC_RATE, blocksize=MIC_BLOCK)
-        if open_output is None:
-            open_output = lambda callback: open_output_stream(callback, SPEAKER_RATE,  # noqa: E731
-                                                              device=output_device, blocksize=SPEAKER_BLOCK)
+        """How each device is opened, now and after a failure (default: sounddevice, or the device-free backend)."""
+        if self.device_free:
+            free = device_free_openers(mic_samples)
+            open_input, open_output = open_input or free["open_input"], open_output or free["open_output"]
+        open_input = open_input or partial(open_stream, "input", device=input_device)
+        open_output = open_output or partial(open_stream, "output", device=output_device, samplerate=SPEAKER_RATE,
+                                             blocksize=SPEAKER_BLOCK)
         return {"input": lambda: open_input(self._on_mic), "output": lambda: open_output(self._speaker_callback)}
 
     def attach(self, bus: EventBus | None, recording=None) -> None:
@@ -194,24 +187,21 @@ class VoiceIO:
                        dropped=self.mic_blocks_dropped)
 
     def _speaker_callback(self, outdata, frames, time_info, status) -> None:
-        """The output callback (an audio thread): never raises into PortAudio; a failure goes to the device guard."""
+        """The output callback (an audio thread): the playback buffer fills the block; we note starts/stops and keep
+        the audio. Never raises into PortAudio; a failure goes to the device guard."""
         self.devices.alive("output")
         try:
-            self._fill_speaker(outdata, frames, time_info, status)
+            self.playback.callback(outdata, frames, time_info, status)
+            if self.speech_wav is not None:
+                self.speech_wav.write(np.asarray(outdata, np.float32).reshape(-1))
+            playing = bool(np.any(outdata))
+            if playing != self._playing:
+                self._playing = playing
+                self._emit(Kind.PLAYBACK_START if playing else "playback_stop", "playback",
+                           depth_ms=self.playback.stats.depth_ms)
         except Exception as e:
             outdata.fill(0)
             self.devices.fail("output", e)
-
-    def _fill_speaker(self, outdata, frames, time_info, status) -> None:
-        """The playback buffer fills the block; we note starts/stops and keep the audio."""
-        self.playback.callback(outdata, frames, time_info, status)
-        if self.speech_wav is not None:
-            self.speech_wav.write(np.asarray(outdata, np.float32).reshape(-1))
-        playing = bool(np.any(outdata))
-        if playing != self._playing:
-            self._playing = playing
-            self._emit(Kind.PLAYBACK_START if playing else "playback_stop", "playback",
-                       depth_ms=self.playback.stats.depth_ms)
 
     def _tts_sink(self, chunk: SpeechChunk) -> bool:
         self._emit(Kind.TTS_CHUNK, "tts", generation=chunk.generation, text=chunk.text,
