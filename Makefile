@@ -32,24 +32,28 @@ test-cpu-paths: install
 	  echo "skipped: the forced AVX-512 pass (this CPU has no AVX-512; its own path, AVX2, is the full run)"; \
 	fi
 
-# DAgger rounds: the agent plays with the newest adapter, the expert labels its decisions, train on all data so far.
+# DAgger rounds: round 1 lets the expert act (states of good play, which the untrained model never reaches), later
+# rounds let the newest adapter play (its own mistakes); the expert labels every decision; train on all data so far.
 dagger: install
-	@set -e; data=""; adapter=none; \
+	@set -e; data=""; adapter=none; mix=1; \
 	for r in $$(seq 1 $(DAGGER_ROUNDS)); do \
 	  $(VENV)/bin/agent-runtime collect --scenario $(DAGGER_SCENARIO) --episodes $(DAGGER_EPISODES) \
-	    --seed $$((r * 1000)) --adapter $$adapter --out $(DAGGER_DIR)/data-round$$r $(DAGGER_ARGS); \
+	    --seed $$((r * 1000)) --adapter $$adapter --expert-acts $$mix --out $(DAGGER_DIR)/data-round$$r $(DAGGER_ARGS); \
+	  mix=0; \
 	  data="$$data $(DAGGER_DIR)/data-round$$r"; \
 	  $(VENV)/bin/agent-runtime train --data $$data --out $(DAGGER_DIR)/adapter-round$$r --steps $(DAGGER_STEPS); \
 	  adapter=$(DAGGER_DIR)/adapter-round$$r; \
 	done; echo "newest adapter: $$adapter"
 
-# The shipped adapter (agent_runtime/trained/smollm2-doom): two DAgger rounds of 20 episodes on defend_the_center,
-# 300 steps each, then copied into the package. Seeds 1000+ and 2000+: disjoint from bench play's 0-9.
+# The shipped adapter (agent_runtime/trained/smollm2-doom): one DAgger round of 12 episodes on defend_the_center in
+# which the expert acts, 200 steps, then copied into the package (its README.md is kept). Seeds 1000+: disjoint from
+# bench play's 0-9.
 adapter: install
-	$(MAKE) dagger DAGGER_ROUNDS=2 DAGGER_EPISODES=20 DAGGER_STEPS=300 DAGGER_SCENARIO=defend_the_center
+	$(MAKE) dagger DAGGER_ROUNDS=1 DAGGER_EPISODES=12 DAGGER_STEPS=200 DAGGER_SCENARIO=defend_the_center
+	cp agent_runtime/trained/smollm2-doom/README.md $(DAGGER_DIR)/adapter-round1/README.md
 	rm -rf agent_runtime/trained/smollm2-doom
 	mkdir -p agent_runtime/trained
-	cp -r $(DAGGER_DIR)/adapter-round2 agent_runtime/trained/smollm2-doom
+	cp -r $(DAGGER_DIR)/adapter-round1 agent_runtime/trained/smollm2-doom
 
 install: $(STAMP)
 

@@ -71,7 +71,9 @@ def expressible(button: str) -> bool:
 
 class ActionGrammar:
     def __init__(self, buttons: tuple[str, ...], tokenizer, *, max_hold_tics: int = 8, default_tics: int = 4,
-                 scenario: str = "scenario"):
+                 hold_counts: bool = False, scenario: str = "scenario"):
+        """hold_counts: score mode chooses among every command at every hold 1..max_hold_tics ("left 3"), not
+        the words alone at default_tics."""
         bad = [b for b in buttons if not expressible(b)]
         if bad:
             raise UserError(
@@ -81,14 +83,14 @@ class ActionGrammar:
         if not buttons:
             raise UserError(f"{scenario} has no buttons for the action stream to press")
         self.buttons = tuple(buttons)
-        self.default_tics = default_tics
+        self.default_tics, self.max_hold_tics, self.hold_counts = default_tics, max_hold_tics, hold_counts
         self.words = command_words(self.buttons)
         self.root = _Node()
         self.commands: list[Command] = []
         for name, word in self.words.items():
             pressed = {} if name == NOOP else {name: 1.0}
             self._add(tokenizer, Command(name, pressed, default_tics, word), f" {word}\n")
-            for n in range(2, max_hold_tics + 1):
+            for n in range(1, max_hold_tics + 1):
                 if n != default_tics:
                     self._add(tokenizer, Command(name, pressed, n, word), f" {word} {n}\n")
 
@@ -105,12 +107,16 @@ class ActionGrammar:
         self.commands.append(command)
 
     def candidates(self, tokenizer) -> list[tuple[Command, list[int]]]:
-        """Every command at its default hold, with its tokens (for one-forward sequence scoring)."""
+        """What score mode compares, with its tokens: every command at every hold ("left 3") with hold_counts,
+        else every command at its default hold (the word alone)."""
         out = []
         for name, word in self.words.items():
             pressed = {} if name == NOOP else {name: 1.0}
-            out.append((Command(name, pressed, self.default_tics, word),
-                        tokenizer.encode(f" {word}", add_special_tokens=False)))
+            holds = range(1, self.max_hold_tics + 1) if self.hold_counts else (None,)
+            for n in holds:
+                text = f" {word}" if n is None else f" {word} {n}"
+                out.append((Command(name, pressed, n or self.default_tics, word),
+                            tokenizer.encode(text, add_special_tokens=False)))
         return out
 
     def describe(self) -> str:
@@ -147,6 +153,7 @@ class CommandScorer:
 
     def __init__(self, grammar: ActionGrammar, tokenizer):
         self.candidates = grammar.candidates(tokenizer)
+        self.encode = lambda text: tokenizer.encode(text, add_special_tokens=False)
         prefixes: dict[tuple[int, ...], int] = {}
         for _, tokens in self.candidates:
             if len(tokens) > 1:
@@ -176,6 +183,13 @@ class CommandScorer:
             branch = rows[self.branch_index[tuple(tokens[:-1])]] if len(tokens) > 1 else None
             scores.append(_summed_logprob(first, branch, tokens))
         return scores
+
+    def tokens_for(self, command: Command) -> list[int]:
+        """The tokens the action log gets for `command` (a candidate's, or the word with its count)."""
+        for candidate, tokens in self.candidates:
+            if candidate == command:
+                return list(tokens)
+        return self.encode(f" {command.word} {command.tics}")
 
     def best(self, prompt_logits, branch_logits: list) -> tuple[Command, list[int]]:
         """The most likely command given the prompt's last logits and each branch's rows."""

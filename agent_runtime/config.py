@@ -36,6 +36,15 @@ class EngineConfig(_Strict):
     temperature: float = Field(0.8, gt=0, le=5)
     prefill_tokens_per_step: int = Field(96, ge=8, le=4096)  # longer texts are prefilled in chunks
     action_hold_tics: int = Field(4, ge=1, le=35)  # how long a command without a count holds its button
+    # score mode: the action stream chooses the hold count too ("left 3": every command at 1..8 tics), as the
+    # lag-aware expert does; false: the command words alone, held action_hold_tics
+    hold_counts: bool = True
+    # "hold": the next decision is made on the frame of the tic the chosen hold ends (as the expert plays);
+    # "frame": on every new frame, each decision replacing the hold under way
+    decision_cadence: Literal["hold", "frame"] = "hold"
+    # how many of its own past decisions the action stream reads: 0 (none) keeps it from copying its last command
+    # (the Thinker still reads them); null: the whole log, as recordings made before this setting ran
+    action_log_in_view: int | None = Field(0, ge=0, le=64)
     commentary_interval_ms: float = Field(4000.0, ge=0)
     commentary_max_tokens: int = Field(24, ge=1, le=256)
 

@@ -44,7 +44,7 @@ class LoadedModel:
     weight_hash: str
     cpu: object = None  # the CpuPath it was loaded for (agent_runtime/cpu_path.py), when loaded on a CPU path
     adapter: object = None  # the AdapterInfo merged into the weights (agent_runtime/adapters.py), if any
-    base_weight_hash: str = ""  # the weights before an adapter was merged (equals weight_hash without one)
+    base_weight_hash: str = ""  # the weights before an adapter was merged, in any precision (data sets, adapters)
 
     @property
     def config(self):
@@ -78,12 +78,15 @@ def _quiet_transformers():
     hf_logging.disable_progress_bar()
 
 
-def _weight_hash(model: torch.nn.Module) -> str:
-    """A short fingerprint of the weights (sampled, so hashing stays fast), recorded in manifests."""
+def _weight_hash(model: torch.nn.Module, *, any_precision: bool = False) -> str:
+    """A short fingerprint of the weights (sampled, so hashing stays fast), recorded in manifests. any_precision:
+    of the weights rounded to bf16, so the same weights loaded in float32 or bfloat16 agree (what data sets and
+    adapters name as their base: collected on a bf16 machine, trained in float32); otherwise exact (a rerun)."""
     h = hashlib.sha256()
     for name, p in sorted(model.state_dict().items()):
         flat = p.detach().reshape(-1)
-        sample = flat[:: max(1, flat.numel() // 4096)].float().cpu().numpy().tobytes()
+        sample = flat[:: max(1, flat.numel() // 4096)]
+        sample = (sample.to(torch.bfloat16) if any_precision else sample).float().cpu().numpy().tobytes()
         h.update(name.encode())
         h.update(sample)
     return h.hexdigest()[:16]
@@ -183,7 +186,8 @@ def _load_merged_embedded(info, dtype: str) -> LoadedModel:
     model = None
     if problem is not None:
         base = AutoModelForCausalLM.from_pretrained(base_dir, dtype=DTYPES[dtype])
-        model = merge_adapter(base, info, _weight_hash(base))  # used as merged: the cache is for later starts
+        # used as merged: the cache is for later starts
+        model = merge_adapter(base, info, _weight_hash(base, any_precision=True))
         tmp = target.with_name(target.name + f".tmp{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)
         model.save_pretrained(tmp)
@@ -355,13 +359,12 @@ def load_model(spec: str | None = None, *, dtype: str = "auto", seed: int = 0, t
             raise UserError(f"model path does not exist: {path} (pass a safetensors directory, a .gguf file or tiny:llama)")
         model, tokenizer = _load_from_path(path, torch_dtype)
     check_supported(model.config)
-    base_hash = _weight_hash(model)
+    base_hash = _weight_hash(model, any_precision=True)
     if info is not None:
         from agent_runtime.adapters import merge_adapter
 
         model = merge_adapter(model, info, base_hash)
     model.eval()
     model.requires_grad_(False)
-    return LoadedModel(model=model, tokenizer=tokenizer, model_id=model_id,
-                       weight_hash=_weight_hash(model) if info is not None else base_hash, adapter=info,
-                       base_weight_hash=base_hash)
+    return LoadedModel(model=model, tokenizer=tokenizer, model_id=model_id, weight_hash=_weight_hash(model),
+                       adapter=info, base_weight_hash=base_hash)

@@ -39,8 +39,13 @@ from agent_runtime.view_sections import ViewSections
 
 ALL_SECTIONS = [("system", None), ("user", None), ("commentary", None), ("thoughts", None), ("actions", None),
                 ("status", None), ("frames", None)]
-ACTION_SECTIONS = [("system", None), ("user", None), ("commentary", 1), ("thoughts", 1), ("actions", None),
-                   ("status", None), ("frames", None)]
+ACTION_LOG_KEPT = 8  # past decisions (a block each) the actions section keeps for the Thinker
+
+
+def action_sections(action_log_in_view: int | None) -> list[tuple[str, int | None]]:
+    """What the action view reads: its own past decisions only as many as asked (None: the whole log)."""
+    return [("system", None), ("user", None), ("commentary", 1), ("thoughts", 1), ("actions", action_log_in_view),
+            ("status", None), ("frames", None)]
 
 
 @dataclass
@@ -72,7 +77,8 @@ class StepOutcome:
 
 def engine_options(engine) -> dict:
     """MultiStreamAgent keyword arguments from the config's `engine` section."""
-    return dict(decision_mode=engine.decision_mode, think=engine.think, temperature=engine.temperature,
+    return dict(decision_mode=engine.decision_mode, decision_cadence=engine.decision_cadence, think=engine.think,
+                action_log_in_view=engine.action_log_in_view, temperature=engine.temperature,
                 prefill_tokens_per_step=engine.prefill_tokens_per_step,
                 commentary_interval_ms=engine.commentary_interval_ms, commentary_max_tokens=engine.commentary_max_tokens)
 
@@ -81,23 +87,29 @@ class MultiStreamAgent:
     def __init__(self, runner: ModelRunner, tokenizer, grammar: ActionGrammar, budgets: BudgetConfig,
                  generation: SessionGeneration, *, scenario: str, bus: EventBus | None = None, seed: int = 0,
                  think: bool = True, temperature: float = 0.8, prefill_tokens_per_step: int = 96,
-                 decisions_per_block: int = 8, action_history_blocks: int = 1, user_blocks: int = 2,
-                 decision_mode: str = "score", commentary: bool = False, on_sentence=None,
+                 action_log_in_view: int | None = 0, user_blocks: int = 2,
+                 decision_mode: str = "score", decision_cadence: str = "hold", commentary: bool = False,
+                 on_sentence=None,
                  commentary_interval_ms: float = 4000.0, commentary_max_tokens: int = 24, on_decision=None,
                  max_user_tokens: int = MAX_USER_TOKENS, max_pending_user: int = MAX_PENDING_USER_TEXTS,
                  notify=stderr_line):
         """decision_mode: "score" or "decode" (streams/action.py). on_decision(view_tokens, timed_frame, command):
-        called at every decision with the tokens the action view read (data collection). max_user_tokens /
+        called at every decision with the tokens the action view read (data collection); a Command it returns is
+        acted (and logged) instead of the model's (DAgger's mix of expert and model). max_user_tokens /
         max_pending_user bound what user text holds of the pool; notify(line): where the once-a-session line
         about a cut or drop goes (None: events only). on_sentence(text, generation): each finished remark
-        sentence (commentary=True)."""
+        sentence (commentary=True). action_log_in_view: how many of its own past decisions the action stream reads
+        (0: none, so it cannot copy itself; the Thinker reads the last ACTION_LOG_KEPT); None: the whole log, in
+        blocks of 8 decisions (how recordings made before this setting ran)."""
+        whole_log = action_log_in_view is None
+        decisions_per_block, kept = (8, 1) if whole_log else (1, max(action_log_in_view, ACTION_LOG_KEPT))
         self.runner, self.store, self.tok, self.grammar = runner, runner.store, tokenizer, grammar
         self.generation, self.bus, self.think = generation, bus, think
         self.stats = AgentStats()
         self.now_ms = 0.0
         self.scheduler = Scheduler(prefill_tokens_per_step)
         self.sections = BlockSections(self.store, {
-            "system": 1, "actions": action_history_blocks, "user": user_blocks, "commentary": 2, "status": 1,
+            "system": 1, "actions": kept, "user": user_blocks, "commentary": 2, "status": 1,
             "thoughts": budgets.thinker_paragraphs_in_view, "frames": budgets.frames_in_view})
         self._prefill_system(scenario)
         sample = Sampler(temperature, seed)
@@ -111,7 +123,8 @@ class MultiStreamAgent:
         self.action = ActionStream(self.store, self.sections, grammar, CommandScorer(grammar, tokenizer),
                                    self._encode(ACTION_PROMPT), self.frames, mode=decision_mode,
                                    decisions_per_block=decisions_per_block, on_change=self._sync_views,
-                                   on_decision=on_decision, stats=self.stats, emit=self._emit)
+                                   on_decision=on_decision, stats=self.stats, emit=self._emit,
+                                   cadence=decision_cadence)
         self.thinker = ThinkerStream(self.store, self.sections, tokenizer, self._encode(THOUGHT_PROMPT),
                                      paragraph_tokens=budgets.thinker_tokens_per_paragraph, end_tokens=end_tokens,
                                      sample=sample, on_change=self._sync_views, stats=self.stats, emit=self._emit)
@@ -120,7 +133,8 @@ class MultiStreamAgent:
             context=lambda: self.action.view.blocks[:] if self.frames.in_view else [], on_sentence=on_sentence,
             interval_ms=commentary_interval_ms, max_tokens=commentary_max_tokens, end_tokens=end_tokens)
         self.decoders = [self.action] + ([self.thinker] if think else []) + ([self.commentary] if commentary else [])
-        self.views = [ViewSections(self.action.view, ACTION_SECTIONS), ViewSections(self.thinker.view, ALL_SECTIONS)]
+        self.views = [ViewSections(self.action.view, action_sections(action_log_in_view)),
+                      ViewSections(self.thinker.view, ALL_SECTIONS)]
         self._sync_views()
         generation.subscribe("engine", self.on_interruption)
 

@@ -16,8 +16,10 @@ def tiny_loaded(kind: str = "llama"):
     return _LOADED[kind]
 
 
-def make_runtime(env: DoomEnv, *, kind: str = "llama", capacity_tokens: int = 4096, **budgets) -> Runtime:
-    config = RunConfig(budgets=BudgetConfig(**budgets), kv={"capacity_tokens": capacity_tokens, "page_size": 16})
+def make_runtime(env: DoomEnv, *, kind: str = "llama", capacity_tokens: int = 4096, engine: dict | None = None,
+                 **budgets) -> Runtime:
+    config = RunConfig(budgets=BudgetConfig(**budgets), kv={"capacity_tokens": capacity_tokens, "page_size": 16},
+                       engine=engine or {})
     return Runtime.build(tiny_loaded(kind), config, env.buttons, scenario=env.scenario)
 
 

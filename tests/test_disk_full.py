@@ -141,7 +141,7 @@ def test_a_full_disk_mid_episode_stops_the_recording_with_one_line_and_play_goes
     (line,) = _stopped_lines(stderr)
     assert "events.jsonl: File too large" in line and "play goes on" in line
     first, second = [json.loads(line) for line in stdout.splitlines()]  # both episodes played to their end
-    assert first["actions_executed"] > 100 and second["actions_executed"] > 100
+    assert first["actions_executed"] > 20 and second["actions_executed"] > 20
     assert first["recording"] == str(directory) and "recording" not in second  # nothing recorded after the failure
     assert _recordings(tmp_path) == [directory]  # the second one unrecorded: the run stopped writing
     _assert_cut_log_reads_back_and_replays(directory, limit)

@@ -22,7 +22,9 @@ def test_the_shipped_adapter_is_small_and_names_the_weights_and_data_it_was_trai
     assert weights.stat().st_size <= 5 * 1024 * 1024  # float16 matrices: no large files in git
     manifest = json.loads((SHIPPED_ADAPTER / "manifest.json").read_text())
     assert manifest["base_model_id"] == "SmolLM2-135M-Instruct" and len(manifest["data_hash"]) == 16
-    assert manifest["held_out"]["accuracy"] > 0.5 and manifest["train_decisions"] > 1000
+    assert manifest["train_decisions"] > 1000 and manifest["held_out_decisions"] > 100
+    # it scores the expert's exact command and hold better on held-out episodes than the untrained model does
+    assert manifest["held_out"]["accuracy"] > 2 * manifest["held_out_untrained"]["accuracy"]
 
 
 @pytest.mark.slow

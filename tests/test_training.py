@@ -42,13 +42,16 @@ def _runtime_scores(loaded, views: list[list[int]], scorer: CommandScorer) -> to
     return torch.tensor(out)
 
 
-def test_training_scores_equal_the_action_streams_scores_for_one_and_two_token_commands():
+@pytest.mark.parametrize("hold_counts", [False, True])
+def test_training_scores_equal_the_action_streams_scores_for_one_and_two_token_commands(hold_counts):
+    """Without hold counts the candidates are one- and two-token words; with them every word at every hold."""
     runtime_model = load_model("tiny:llama", dtype="float32", seed=5)
     plain = load_model("tiny:llama", dtype="float32", seed=5, tokenizer=False).model
     tok = runtime_model.tokenizer
-    grammar = ActionGrammar(BUTTONS, tok)
+    grammar = ActionGrammar(BUTTONS, tok, hold_counts=hold_counts)
     candidates = Candidates.from_grammar(grammar, tok)
-    assert any(len(t) > 1 for t in candidates.tokens) and any(len(t) == 1 for t in candidates.tokens)
+    lengths = {len(t) for t in candidates.tokens}
+    assert lengths == ({3, 4} if hold_counts else {1, 2})  # " left 3"; " step left 3"
     rng = random.Random(0)
     views = [[rng.randrange(100, 40000) for _ in range(n)] for n in (9, 23, 14)]  # padded to one width
     with torch.no_grad():
@@ -107,6 +110,20 @@ def test_batches_are_balanced_across_labels_however_skewed_the_data():
     batches = balanced_batches(examples, 8, seed=0)
     counts = Counter(e.label for _ in range(300) for e in next(batches))
     assert all(700 <= counts[label] <= 900 for label in (0, 1, 2))
+
+
+def test_an_expert_label_maps_to_its_exact_hold_and_batches_balance_commands_not_holds():
+    tok = load_model("tiny:llama", dtype="float32", seed=1).tokenizer
+    buttons = ("ATTACK", "TURN_LEFT", "TURN_RIGHT")
+    counted = Candidates.from_grammar(ActionGrammar(buttons, tok, hold_counts=True), tok)
+    words = Candidates.from_grammar(ActionGrammar(buttons, tok), tok)
+    assert counted.texts[counted.index("TURN_LEFT", 3)] == "TURN_LEFT 3"
+    assert words.texts[words.index("TURN_LEFT", 3)] == "TURN_LEFT 4"  # words alone: the command, held by default
+    left = [Example([1], counted.index("TURN_LEFT", k), ("d", 0)) for k in range(1, 9) for _ in range(20)]
+    fire = [Example([2], counted.index("ATTACK", 5), ("d", 0))] * 10
+    batches = balanced_batches(left + fire, 8, seed=0, group=lambda e: counted.names[e.label])
+    names = Counter(counted.names[e.label] for _ in range(300) for e in next(batches))
+    assert 1100 <= names["ATTACK"] <= 1300 and 1100 <= names["TURN_LEFT"] <= 1300  # half each, not 1 in 9
 
 
 def test_lora_learns_a_labelling_the_view_determines(tmp_path):
@@ -179,8 +196,10 @@ def test_train_cli_writes_an_adapter_manifest_and_plot_from_collected_data(tmp_p
     # the adapter merges into the weights at load; other weights or a damaged file are refused in one line
     base = load_model("tiny:llama", dtype="float32", tokenizer=False)
     merged = load_model("tiny:llama", dtype="float32", tokenizer=False, adapter=str(adapter))
-    assert merged.base_weight_hash == base.weight_hash != merged.weight_hash
-    assert merged.adapter.base_weight_hash == base.weight_hash and len(merged.adapter.hash) == 16
+    assert merged.base_weight_hash == base.base_weight_hash and merged.weight_hash != base.weight_hash
+    assert merged.adapter.base_weight_hash == base.base_weight_hash and len(merged.adapter.hash) == 16
+    in_bf16 = load_model("tiny:llama", dtype="bfloat16", tokenizer=False, adapter=str(adapter))  # data from either
+    assert in_bf16.base_weight_hash == base.base_weight_hash and in_bf16.weight_hash != base.weight_hash
     assert all("lora" not in name for name, _ in merged.model.named_parameters())
     with pytest.raises(UserError, match="was trained on weights"):
         load_model("tiny:qwen2", dtype="float32", tokenizer=False, adapter=str(adapter))

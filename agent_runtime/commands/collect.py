@@ -27,6 +27,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", help="model (default: the embedded SmolLM2-135M-Instruct)")
     p.add_argument("--adapter", help="LoRA adapter the agent plays with (DAgger: the newest one; default: the config's "
                                      "model.adapter, the shipped one; `none`: the untrained model)")
+    p.add_argument("--expert-acts", type=float, default=0.0, metavar="P",
+                   help="DAgger's mix: each decision executes the expert's command instead of the model's with "
+                        "probability P (default 0: the model plays; 1: the expert plays, the model's view is recorded)")
     p.add_argument("--max-tics", type=int, help="stop each episode after this many tics")
     p.add_argument("--threads", type=int, help="torch threads (default: the cores actually free)")
     p.add_argument("--fixed-cost", action="store_true",
@@ -38,7 +41,8 @@ def _manifest(args, loaded, config, buttons) -> dict:
     return {
         "scenario": args.scenario, "buttons": list(buttons), "model_id": loaded.model_id,
         "model_weight_hash": loaded.base_weight_hash,  # what `train` puts adapters on
-        "adapter": loaded.adapter.hash if loaded.adapter else None, "expert": "expert", "seed": args.seed, "max_tics": args.max_tics,
+        "adapter": loaded.adapter.hash if loaded.adapter else None, "expert": "expert", "expert_acts": args.expert_acts,
+        "seed": args.seed, "max_tics": args.max_tics,
         "clock": "fixed_cost" if args.fixed_cost else "compute", "cpu_path": loaded.cpu.summary(),
         "config": config.model_dump(), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
@@ -55,6 +59,8 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--episodes must be at least 1 (got {args.episodes})")
     if args.max_tics is not None and args.max_tics < 1:
         raise UserError(f"--max-tics must be at least 1 (got {args.max_tics})")
+    if not 0.0 <= args.expert_acts <= 1.0:
+        raise UserError(f"--expert-acts must be a probability between 0 and 1 (got {args.expert_acts})")
     fanout_options.check(args)
     check_scenario(args.scenario)
     out = writable_dir(args.out, "--out")
@@ -71,7 +77,8 @@ def run(args: argparse.Namespace) -> int:
         try:
             if log.next_episode:
                 print(f"resuming {out}: {log.next_episode} episode(s) already collected", file=sys.stderr, flush=True)
-            labeler = ExpertLabeler(env.buttons, log, screen_width=env.resolution[1])
+            labeler = ExpertLabeler(env.buttons, log, screen_width=env.resolution[1], words=runtime.grammar.words,
+                                    expert_acts=args.expert_acts)
             bus = EventBus("collect", keep=False)
             bus.sinks.append(labeler)
             for index in range(log.next_episode, args.episodes):
@@ -89,12 +96,13 @@ def _collect_episode(env, runtime, log, labeler, bus, index: int, args) -> None:
 
     fixed_cost = FixedCost() if args.fixed_cost else None
     seed = args.seed + index
-    labeler.start_episode(index)
+    labeler.start_episode(index, seed)
     t0 = time.monotonic()
     result = run_llm_episode(env, runtime, seed=seed, agent_seed=seed, max_tics=args.max_tics,
                              fixed_cost=fixed_cost, bus=bus, on_decision=labeler.on_decision)
     summary = {"episode": index, "seed": seed, "decisions": labeler.decisions,
                "agreement": labeler.agreed / labeler.decisions if labeler.decisions else None,
+               "expert_acted": labeler.expert_acted,
                "kills": result["kills"], "reward": result["reward"], "tics": result["tics"],
                "actions_executed": result["actions_executed"], "actions_fenced": result["actions_fenced"]}
     log.finish_episode(summary)

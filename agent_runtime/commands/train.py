@@ -82,13 +82,16 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     writable_dir(str(out.parent if str(out.parent) else "."), "--out")
     spec = args.model or (manifests[0]["model_id"] if manifests[0]["model_id"] != EMBEDDED_MODEL_ID else None)
-    loaded = load_for_cpu(spec, dtype="float32", threads=args.threads)
+    loaded = load_for_cpu(spec, dtype="float32", threads=args.threads, warn=False)  # training needs float32
     if loaded.base_weight_hash != manifests[0]["model_weight_hash"]:
         raise UserError(f"the data was collected with weights {manifests[0]['model_weight_hash']}, but {loaded.model_id} "
                         f"has {loaded.base_weight_hash}; pass the base model the data came from with --model")
-    grammar = ActionGrammar(tuple(manifests[0]["buttons"]), loaded.tokenizer, scenario=manifests[0]["scenario"])
+    engine = manifests[0].get("config", {}).get("engine", {})  # the candidates the collecting runtime compared
+    grammar = ActionGrammar(tuple(manifests[0]["buttons"]), loaded.tokenizer, scenario=manifests[0]["scenario"],
+                            default_tics=engine.get("action_hold_tics", 4),
+                            hold_counts=engine.get("hold_counts", False))
     candidates = Candidates.from_grammar(grammar, loaded.tokenizer)
-    examples = [Example(row["tokens"], candidates.names.index(row["label"]), (d, row["episode"]))
+    examples = [Example(row["tokens"], candidates.index(row["label"], row["label_tics"]), (d, row["episode"]))
                 for d, rows in zip(args.data, decisions) for row in rows]
     settings = TrainSettings(steps=args.steps, batch=args.batch, lr=args.lr, rank=args.rank,
                              layers_from=args.layers_from, held_out=args.held_out, seed=args.seed)
@@ -106,17 +109,18 @@ def run(args: argparse.Namespace) -> int:
         progress.close()
     after = evaluate(model, test_set, candidates, batch=settings.batch, pad_id=pad)
     manifest = {
-        "format_version": 1, "base_model_id": loaded.model_id, "base_weight_hash": loaded.weight_hash,
+        "format_version": 1, "base_model_id": loaded.model_id, "base_weight_hash": loaded.base_weight_hash,
         "data": [str(Path(d).resolve()) for d in args.data], "data_hash": data_hash,
         "scenarios": sorted({m["scenario"] for m in manifests}), "buttons": manifests[0]["buttons"],
-        "candidates": list(candidates.names), "settings": settings.__dict__, "train_decisions": len(train_set),
+        "candidates": list(candidates.texts), "settings": settings.__dict__, "train_decisions": len(train_set),
         "held_out_decisions": len(test_set), "held_out_untrained": before, "held_out": after,
         "train_seconds": round(time.monotonic() - t0, 1), "device": args.device, "history": asdict(history),
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
     _write_adapter(model, out, manifest)
     print(f"{out}: held-out accuracy {before['accuracy']:.1%} -> {after['accuracy']:.1%} "
-          f"({', '.join(f'{k} {v:.0%}' for k, v in after['per_command'].items())}); plot {out / 'training.png'}",
+          f"(the command alone, any hold: {before['command_accuracy']:.1%} -> {after['command_accuracy']:.1%}; "
+          f"{', '.join(f'{k} {v:.0%}' for k, v in after['per_command'].items())}); plot {out / 'training.png'}",
           flush=True)
     return 0
 

@@ -50,7 +50,8 @@ class CollectJob:
                                     env_seed=a.seed, announce=False)
         self.env, loaded = self.runtime.env, self.runtime.loaded
         require_expressible(self.env)
-        self.labeler = ExpertLabeler(self.env.buttons, _EpisodeDecisions(), screen_width=self.env.resolution[1])
+        self.labeler = ExpertLabeler(self.env.buttons, _EpisodeDecisions(), screen_width=self.env.resolution[1],
+                                     words=self.runtime.grammar.words, expert_acts=self.args.expert_acts)
         self.bus = EventBus("collect", keep=False)
         self.bus.sinks.append(self.labeler)
         return {"model": loaded.model_id, "cpu_path": loaded.cpu.name,

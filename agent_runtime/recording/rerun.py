@@ -44,6 +44,19 @@ def recorded_step_costs(events: list[Event], source: str) -> list[float]:
     return costs
 
 
+# Recordings made before the action stream chose hold counts, waited for each hold to end and stopped reading its
+# own action log: re-run as they ran.
+LEGACY_ENGINE = {"hold_counts": False, "decision_cadence": "frame", "action_log_in_view": None}
+
+
+def with_legacy_engine(config: dict) -> dict:
+    """The manifest's config with the engine settings it predates set to what that runtime did."""
+    engine = dict(config.get("engine") or {})
+    for key, value in LEGACY_ENGINE.items():
+        engine.setdefault(key, value)
+    return {**config, "engine": engine}
+
+
 def first_divergence(recorded: list, rerun: list) -> dict[str, Any] | None:
     """{index, recorded, rerun} of the first differing action (None past the end), or None when equal."""
     for index, (a, b) in enumerate(zip_longest(recorded, rerun)):
@@ -76,7 +89,7 @@ def rerun_recording(directory: str | Path | Recording) -> dict[str, Any]:
         raise UserError(f"{source}: policy {policy!r} cannot be re-run; --rerun replays recordings of the "
                         f"{', '.join(RERUNNABLE_POLICIES)} policy made by `agent-runtime episode`")
     try:
-        config = RunConfig.model_validate(manifest.config)
+        config = RunConfig.model_validate(with_legacy_engine(manifest.config))
     except ValidationError as e:
         raise UserError(f"{source}: its config is not valid for this runtime: {e.errors()[0]['msg']}") from None
     events = recording.events

@@ -1,10 +1,16 @@
-"""The action stream: one decision per new frame, over a view of everything the agent holds.
+"""The action stream: a command and its hold, decided on the newest frame, over a view of what the agent holds.
 
 "score" decides a command in ONE forward: the action prompt plus one scratch branch per command prefix, all
 over the same view (exact: the prompt's KV is written before the branches attend). "decode" walks the grammar
 token by token and lets the model choose a tic count. The chosen command's tokens join the action log, whose
 own block rolls over every `decisions_per_block` decisions. A decision begun in an older generation (the user
 interrupted) is abandoned.
+
+Cadence "hold" decides again on the frame of the tic the chosen hold ends: a command decided on frame f for n tics
+starts about one reaction later and ends n tics after that, when the decision made on frame f + n arrives; so the
+holds follow each other as the expert's do, each decided on a frame as old as one reaction, and a hold is never cut
+short by a decision made on a frame that cannot show it yet. Cadence "frame" decides on every new frame, each
+decision replacing the hold under way. An interruption (a new generation) decides on the next frame in both.
 """
 
 from __future__ import annotations
@@ -16,15 +22,19 @@ from agent_runtime.view import View
 from agent_runtime.events import Kind
 
 DECISION_MODES = ("score", "decode")
+CADENCES = ("hold", "frame")
 
 
 class ActionStream(Stream):
     role = "action"
 
     def __init__(self, store, sections, grammar, scorer, prompt: list[int], frames, *, mode: str,
-                 decisions_per_block: int, on_change, on_decision, stats, emit):
+                 decisions_per_block: int, on_change, on_decision, stats, emit, cadence: str = "hold"):
         if mode not in DECISION_MODES:
             raise ValueError(f"decision_mode must be 'score' or 'decode', not {mode!r}")
+        if cadence not in CADENCES:
+            raise ValueError(f"decision_cadence must be 'hold' or 'frame', not {cadence!r}")
+        self.cadence = cadence
         self.sections, self.grammar, self.scorer, self.prompt, self.frames = sections, grammar, scorer, prompt, frames
         self.mode, self.decisions_per_block = mode, decisions_per_block
         self.on_change, self.on_decision, self.stats, self.emit = on_change, on_decision, stats, emit
@@ -36,6 +46,7 @@ class ActionStream(Stream):
         self.generation = 0
         self.decisions_in_block = 0
         self.last_frame_tic = -1
+        self.next_decision_tic = -1  # cadence "hold": no decision on a frame before this tic
 
     def expire(self, now_ms: float, generation: int) -> None:
         if self.decoder is not None and self.generation != generation:
@@ -47,7 +58,9 @@ class ActionStream(Stream):
             plan.add(self, StreamInput(self.view, self._take_unfed(), logits="last"))
             return
         newest = self.frames.newest_in_view()
-        if newest is None or newest.frame.tic <= self.last_frame_tic:
+        if newest is not None and plan.generation != self.generation:
+            self.next_decision_tic = -1  # interrupted: the hold under way no longer stands
+        if newest is None or newest.frame.tic <= self.last_frame_tic or newest.frame.tic < self.next_decision_tic:
             if self.unfed:  # the tail of the last command, so other streams see it whole
                 plan.add(self, StreamInput(self.view, self._take_unfed(), logits="none"))
             return
@@ -77,8 +90,12 @@ class ActionStream(Stream):
             self.decoder = None
         self.decisions_in_block += 1
         self.stats.decisions += 1
-        if self.on_decision is not None:
-            self.on_decision(self.view.token_ids(), self.frame, command)
+        if self.on_decision is not None:  # data collection; a DAgger mix may let the expert act instead
+            acted = self.on_decision(self.view.token_ids(), self.frame, command)
+            if acted is not None and acted != command:
+                command, self.unfed = acted, self.scorer.tokens_for(acted)
+        if self.cadence == "hold":
+            self.next_decision_tic = self.frame.frame.tic + command.tics
         tic = self.frame.frame.tic
         self.emit(Kind.ACTION_EMITTED, "action", generation=self.generation, tic=tic, sim_ms=plan.now_ms,
                   command=command.text, frame_tic=tic)
@@ -86,7 +103,7 @@ class ActionStream(Stream):
 
     def restart(self) -> None:
         """A new episode: tics start over."""
-        self.last_frame_tic = -1
+        self.last_frame_tic = self.next_decision_tic = -1
 
     def _take_unfed(self) -> list[int]:
         tokens, self.unfed = self.unfed, []

@@ -1,9 +1,10 @@
 """Candidate-command scores for a batch of views, as the action stream computes them at run time.
 
 A command's score is the summed log-probability of its tokens after the view (CommandScorer's numbers). For
-one-token commands that is one row of the last position's log-softmax; a multi-token command also reads the
-rows of a sequence that continues the view with the command's prefix. Views of different lengths are padded
-on the left, so every sequence ends at the same position and only the last few logits are computed.
+one-token commands that is one row of the last position's log-softmax; a multi-token command (a word with its
+hold count) also reads the rows of its prefix run as a continuation of the view, from the view's cache. Views of
+different lengths are padded on the left, so every view ends at the same position and only the logits that are
+scored are computed.
 
 Every view of a data set starts with the same system prompt (about half its tokens). The tokens all sequences of
 a batch share are run once, and their keys and values serve every sequence (with gradients, so adapters learn
@@ -20,15 +21,22 @@ import torch
 
 @dataclass(frozen=True)
 class Candidates:
-    """The commands the action stream chooses among: names and token ids, in the grammar's order."""
+    """The commands the action stream chooses among: names, texts ("TURN_LEFT 3") and token ids, in the grammar's
+    order. With hold counts a name has a candidate per hold."""
 
     names: tuple[str, ...]
     tokens: tuple[tuple[int, ...], ...]
+    texts: tuple[str, ...] = ()
 
     @classmethod
     def from_grammar(cls, grammar, tokenizer) -> "Candidates":
         pairs = grammar.candidates(tokenizer)
-        return cls(tuple(c.name for c, _ in pairs), tuple(tuple(t) for _, t in pairs))
+        return cls(tuple(c.name for c, _ in pairs), tuple(tuple(t) for _, t in pairs), tuple(c.text for c, _ in pairs))
+
+    def index(self, name: str, tics: int) -> int:
+        """The candidate for the expert's (command, hold): the exact hold where holds are candidates, else the name."""
+        text = f"{name} {tics}"
+        return self.texts.index(text) if text in self.texts and self.names.count(name) > 1 else self.names.index(name)
 
     @property
     def prefixes(self) -> list[tuple[int, ...]]:
@@ -64,24 +72,40 @@ def _left_padded(sequences: list[list[int]], pad: int, device, *, start: int = 0
     return ids.to(device), mask.to(device), positions.to(device)
 
 
-def _last_logits(model, sequences: list[list[int]], keep: int, pad_id: int) -> torch.Tensor:
-    """The last `keep` logits of every sequence, the shared prefix run once."""
-    device = next(model.parameters()).device
-    shared = shared_prefix_length(sequences) if len(sequences) > 1 else 0
-    if shared < MIN_SHARED:
-        ids, mask, positions = _left_padded(sequences, pad_id, device)
-        return model(input_ids=ids, attention_mask=mask, position_ids=positions, logits_to_keep=keep,
-                     use_cache=False).logits
+def _views_pass(model, views: list[list[int]], pad_id: int):
+    """Every view once (the tokens all views share run once), left-padded: the last position's logits [B, V], the
+    cache over the views, its attention mask and each view's last position."""
     from transformers import DynamicCache
 
-    cache = DynamicCache(config=model.config)  # filled in place by the prefix pass
+    device = next(model.parameters()).device
+    cache = DynamicCache(config=model.config)  # filled in place
     as_cache = {_cache_keyword(model): cache}
-    model(input_ids=torch.tensor([sequences[0][:shared]], device=device), logits_to_keep=1, use_cache=True, **as_cache)
-    cache.batch_repeat_interleave(len(sequences))
-    ids, mask, positions = _left_padded([s[shared:] for s in sequences], pad_id, device, start=shared)
-    mask = torch.cat([torch.ones(len(sequences), shared, dtype=mask.dtype, device=device), mask], dim=1)
-    return model(input_ids=ids, attention_mask=mask, position_ids=positions, logits_to_keep=keep, use_cache=True,
-                 **as_cache).logits
+    shared = shared_prefix_length(views) if len(views) > 1 else 0
+    shared = shared if shared >= MIN_SHARED else 0
+    if shared:
+        model(input_ids=torch.tensor([views[0][:shared]], device=device), logits_to_keep=1, use_cache=True, **as_cache)
+        cache.batch_repeat_interleave(len(views))
+    ids, mask, positions = _left_padded([v[shared:] for v in views], pad_id, device, start=shared)
+    mask = torch.cat([torch.ones(len(views), shared, dtype=mask.dtype, device=device), mask], dim=1)
+    logits = model(input_ids=ids, attention_mask=mask, position_ids=positions, logits_to_keep=1, use_cache=True,
+                   **as_cache).logits[:, -1]
+    return logits, cache, mask, positions[:, -1]
+
+
+def _branches_pass(model, cache, mask, last_positions, branches: list[tuple[int, ...]], pad_id: int) -> torch.Tensor:
+    """Each branch (a command's prefix) continued after every view from the views' cache: [B, P, width, V] logits,
+    row k predicting the branch's token k + 1 (rows past a short branch are padding)."""
+    views, n = mask.shape[0], len(branches)
+    width = max(len(b) for b in branches)
+    device = mask.device
+    cache.batch_repeat_interleave(n)  # view-major: view 0's branches, then view 1's, ...
+    ids = torch.tensor([list(b) + [pad_id] * (width - len(b)) for b in branches] * views, device=device)
+    full_mask = torch.cat([mask.repeat_interleave(n, dim=0), torch.ones(views * n, width, dtype=mask.dtype,
+                                                                        device=device)], dim=1)
+    positions = last_positions.repeat_interleave(n).unsqueeze(1) + 1 + torch.arange(width, device=device)
+    logits = model(input_ids=ids, attention_mask=full_mask, position_ids=positions, logits_to_keep=width,
+                   use_cache=True, **{_cache_keyword(model): cache}).logits
+    return logits.view(views, n, width, -1)
 
 
 def _cache_keyword(model) -> str:
@@ -91,16 +115,21 @@ def _cache_keyword(model) -> str:
 
 
 def candidate_scores(model, views: list[list[int]], candidates: Candidates, *, pad_id: int = 0) -> torch.Tensor:
-    """[len(views), len(candidates)] summed log-probabilities of each candidate after each view."""
-    prefixes = candidates.prefixes
-    keep = max(len(p) for p in prefixes) + 1
-    sequences = [view + list(prefix) for view in views for prefix in prefixes]
-    logits = _last_logits(model, sequences, keep, pad_id)
-    logprobs = torch.log_softmax(logits.float(), dim=-1).view(len(views), len(prefixes), keep, -1)
+    """[len(views), len(candidates)] summed log-probabilities of each candidate after each view.
+
+    The views run once; each command prefix (" left" and the space before a hold count) then runs as a short
+    continuation of every view from the views' cache, as the action stream's branches do at run time."""
+    view_logits, cache, mask, last = _views_pass(model, views, pad_id)
+    first = torch.log_softmax(view_logits.float(), dim=-1)  # [B, V]
+    branches = candidates.prefixes[1:]
+    rows = None
+    if branches:
+        rows = torch.log_softmax(_branches_pass(model, cache, mask, last, branches, pad_id).float(), dim=-1)
     columns = []
     for tokens in candidates.tokens:
-        j = prefixes.index(tokens[:-1]) if len(tokens) > 1 else 0
-        k = len(tokens) - 1  # sequence j ends with the prefix: row i - k - 1 predicts token i
-        score = sum(logprobs[:, j, keep + i - k - 1, t] for i, t in enumerate(tokens))
+        score = first[:, tokens[0]]
+        if len(tokens) > 1:  # the branch of its prefix: row i - 1 predicts token i
+            j = branches.index(tokens[:-1])
+            score = score + sum(rows[:, j, i - 1, t] for i, t in enumerate(tokens[1:], start=1))
         columns.append(score)
     return torch.stack(columns, dim=-1)

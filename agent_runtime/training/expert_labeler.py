@@ -3,10 +3,17 @@
 The labeller watches two things: the agent's decisions (the view tokens the action stream read and the frame
 it decided on) and the executor's action_executed events, which it feeds to the expert as commands in
 flight, so each label accounts for what was already commanded since the frame, as the expert does in play.
+
+DAgger mixes the two players: with probability `expert_acts` a decision executes the expert's command instead of
+the model's (1.0 in a first round gives states along the expert's own good play, which an untrained model never
+reaches: it dies in the first seconds; 0.0 lets the model meet its own mistakes). Every decision is labelled.
 """
 
 from __future__ import annotations
 
+import random
+
+from agent_runtime.action_grammar import NOOP, Command
 from agent_runtime.expert_policy import LagAwareExpertPolicy
 from agent_runtime.training.decision_log import Decision, DecisionLog
 from agent_runtime.events import Kind
@@ -15,24 +22,34 @@ from agent_runtime.events import Kind
 class ExpertLabeler:
     """An event sink and a decision hook for one episode at a time."""
 
-    def __init__(self, buttons, log: DecisionLog, *, screen_width: int = 160):
+    def __init__(self, buttons, log: DecisionLog, *, screen_width: int = 160, words: dict | None = None,
+                 expert_acts: float = 0.0):
+        """words: the grammar's word per command (ActionGrammar.words), needed when the expert acts."""
+        if not 0.0 <= expert_acts <= 1.0:
+            raise ValueError(f"expert_acts must be in [0, 1], not {expert_acts}")
         self.expert = LagAwareExpertPolicy(buttons, screen_width=screen_width)
-        self.log = log
+        self.log, self.words, self.expert_acts = log, words or {}, expert_acts
+        self.rng = random.Random(0)
         self.episode = 0
-        self.decisions = 0
-        self.agreed = 0
+        self.decisions = self.agreed = self.expert_acted = 0
 
-    def start_episode(self, episode: int) -> None:
+    def start_episode(self, episode: int, seed: int = 0) -> None:
+        """A new episode; `seed` draws which decisions the expert acts (the same episode, the same draws)."""
         self.expert.reset()
-        self.episode = episode
-        self.decisions = self.agreed = 0
+        self.episode, self.rng = episode, random.Random(seed)
+        self.decisions = self.agreed = self.expert_acted = 0
 
-    def on_decision(self, tokens: list[int], timed, command) -> None:
-        """The agent decided `command` on `timed` (a TimedFrame) reading `tokens`: store it with the label."""
+    def on_decision(self, tokens: list[int], timed, command) -> Command | None:
+        """The agent decided `command` on `timed` (a TimedFrame) reading `tokens`: store it with the label; return
+        the expert's command when the expert acts this decision."""
         label, tics = self.expert.command_for(timed.frame)
         self.log.add(Decision(self.episode, timed.frame.tic, list(tokens), command.name, label, tics))
         self.decisions += 1
         self.agreed += label == command.name
+        if self.expert_acts and self.rng.random() < self.expert_acts:
+            self.expert_acted += 1
+            return Command(label, {} if label == NOOP else {label: 1.0}, tics, self.words.get(label, label.lower()))
+        return None
 
     def write(self, event) -> None:
         """EventSink: executed commands become the expert's commands in flight."""

@@ -3,7 +3,8 @@
 The model learns to score the expert's command highest among exactly the candidates the action stream
 compares at run time (candidate_scores), from exactly the tokens its view read (the DAgger data set). Only
 the upper layers get adapters, so backpropagation stops there; batches are drawn with equal weight per
-expert command, so a frequent command (turning while nothing is in view) cannot drown the rare ones.
+expert command (whatever its hold), so a frequent command (turning while nothing is in view) cannot drown the
+rare ones.
 """
 
 from __future__ import annotations
@@ -62,12 +63,12 @@ def split(examples: list[Example], held_out: float, seed: int) -> tuple[list[Exa
     return [e for i, e in enumerate(examples) if i not in test], [e for i, e in enumerate(examples) if i in test]
 
 
-def balanced_batches(examples: list[Example], batch: int, seed: int):
-    """Endless batches drawn with equal weight per label (each label's examples uniformly within it)."""
+def balanced_batches(examples: list[Example], batch: int, seed: int, group=lambda e: e.label):
+    """Endless batches drawn with equal weight per group (default: per label; each group's examples uniformly)."""
     rng = random.Random(seed)
-    by_label: dict[int, list[Example]] = {}
+    by_label: dict = {}
     for e in examples:
-        by_label.setdefault(e.label, []).append(e)
+        by_label.setdefault(group(e), []).append(e)
     labels = sorted(by_label)
     while True:
         yield [rng.choice(by_label[rng.choice(labels)]) for _ in range(batch)]
@@ -87,10 +88,12 @@ def with_adapters(model, settings: TrainSettings):
 
 @torch.no_grad()
 def evaluate(model, examples: list[Example], candidates: Candidates, *, batch: int = 8, pad_id: int = 0) -> dict:
-    """Held-out accuracy overall and per expert command."""
+    """Held-out accuracy (the exact candidate, hold included) overall and per expert command, and of the command
+    alone (any hold)."""
     model.eval()
     hits: Counter = Counter()
     totals: Counter = Counter()
+    same_command = 0
     for i in range(0, len(examples), batch):
         chunk = examples[i : i + batch]
         predicted = candidate_scores(model, [e.tokens for e in chunk], candidates, pad_id=pad_id).argmax(-1)
@@ -98,8 +101,10 @@ def evaluate(model, examples: list[Example], candidates: Candidates, *, batch: i
             name = candidates.names[e.label]
             totals[name] += 1
             hits[name] += p == e.label
+            same_command += candidates.names[p] == name
     total = sum(totals.values())
     return {"accuracy": sum(hits.values()) / total if total else None, "examples": total,
+            "command_accuracy": same_command / total if total else None,
             "per_command": {n: hits[n] / totals[n] for n in sorted(totals)}}
 
 
@@ -110,7 +115,7 @@ def train(model, train_set: list[Example], test_set: list[Example], candidates: 
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=settings.lr)
     history = TrainHistory()
-    batches = balanced_batches(train_set, settings.batch, settings.seed)
+    batches = balanced_batches(train_set, settings.batch, settings.seed, group=lambda e: candidates.names[e.label])
     for step in range(1, settings.steps + 1):
         model.train()
         chunk = next(batches)
