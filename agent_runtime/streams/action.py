@@ -58,7 +58,7 @@ class ActionStream(Stream):
             plan.add(self, StreamInput(self.view, self._take_unfed(), logits="last"))
             return
         newest = self.frames.newest_in_view()
-        if newest is not None and plan.generation != self.generation:
+        if plan.generation != self.generation:
             self.next_decision_tic = -1  # interrupted: the hold under way no longer stands
         if newest is None or newest.frame.tic <= self.last_frame_tic or newest.frame.tic < self.next_decision_tic:
             if self.unfed:  # the tail of the last command, so other streams see it whole

@@ -26,7 +26,7 @@ class Candidates:
 
     names: tuple[str, ...]
     tokens: tuple[tuple[int, ...], ...]
-    texts: tuple[str, ...] = ()
+    texts: tuple[str, ...]
 
     @classmethod
     def from_grammar(cls, grammar, tokenizer) -> "Candidates":
@@ -34,9 +34,9 @@ class Candidates:
         return cls(tuple(c.name for c, _ in pairs), tuple(tuple(t) for _, t in pairs), tuple(c.text for c, _ in pairs))
 
     def index(self, name: str, tics: int) -> int:
-        """The candidate for the expert's (command, hold): the exact hold where holds are candidates, else the name."""
+        """The candidate for the expert's (command, hold): that exact hold where it is one, else the command's only one."""
         text = f"{name} {tics}"
-        return self.texts.index(text) if text in self.texts and self.names.count(name) > 1 else self.names.index(name)
+        return self.texts.index(text) if text in self.texts else self.names.index(name)
 
     @property
     def prefixes(self) -> list[tuple[int, ...]]:
