@@ -1,8 +1,7 @@
 """The action executor: runs an action when it is due, unless it has gone stale.
 
-Every action carries the session generation and the frame it was decided on. At execution time the
-executor checks both: if the generation moved (the user interrupted) or the frame is older than
-max_action_age, the action is fenced (dropped and counted), never executed late.
+An action whose generation moved on (the user interrupted) or whose frame is older than max_action_age is
+fenced (dropped and counted), never executed late: late play is worse than none.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """LoRA adapters written by `agent-runtime train`: checked, then merged into the weights at load.
 
-Merged once, an adapter costs nothing per engine step (the linears keep their shapes and kernels). An adapter
-names the base weights it was trained on; loading it onto other weights is refused, and a missing or corrupt
-adapter is one clear error.
-
-The package ships one adapter for the embedded model (agent_runtime/trained/, made by `make adapter`): it is what
-"default" means, and what every command plays with unless told `--adapter none` or another path.
+Merged once, an adapter costs nothing per engine step. One trained on other base weights, missing or corrupt is
+one clear error. "default" is the adapter shipped for the embedded model (agent_runtime/trained/, `make adapter`).
 """
 
 from __future__ import annotations

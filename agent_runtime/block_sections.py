@@ -1,7 +1,6 @@
 """The agent's sections of blocks (system, user, commentary, thoughts, actions, status, frames) and their caps.
 
-Streams append finished blocks to a section; past its cap the oldest block leaves the section and is released
-(it is freed once no view reads it). Views are kept equal to a selection of sections by ViewSections.
+Past its cap the oldest block leaves the section and is released (freed once no view reads it).
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """Clocks: session time, and what an engine step costs on it. Time lives here.
 
-- SessionClock, compute (headless): ViZDoom runs synchronously and is advanced by the compute time each engine
-  step really took, so the world keeps moving while the model thinks, yet the run is structurally
-  reproducible (same order of events, only durations vary).
-- SessionClock with a FixedCost (tests, --fixed-cost): a step costs a fixed amount per token: deterministic.
-- SessionClock replaying a recording's step costs (replay --rerun): the world moves exactly as it did.
-- WallClock (live play): ViZDoom's ASYNC_PLAYER mode runs at 35 tics/s by itself; session time is wall time.
-A step with nothing to compute costs one tic (the loop waits for the next frame).
+Headless, SessionClock charges each step its measured compute time (the world moves while the model thinks, in
+the same order of events on any machine), a FixedCost (deterministic) or a recording's costs (a rerun moves the
+world exactly as it moved). Live, WallClock: ViZDoom runs at 35 tics/s by itself. An empty step costs one tic.
 """
 
 from __future__ import annotations

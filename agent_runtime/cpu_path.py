@@ -1,16 +1,10 @@
 """The CPU path: probe the processor once and decide model precision, linear kernels per row count and threads.
 
-Machines differ (AVX2 laptops and cloud VMs, AVX-512 and AMX servers, ARM): bf16 is ~2x faster than fp32 for
-a 1-row step where the CPU multiplies bf16 in hardware, and ~5x slower for a 38-row step where it does not;
-oneDNN's prepacked weights beat the default GEMM for a few rows but not for one. So nothing is assumed:
-the CPU's features decide what is eligible, and a short measured probe (~1 s: one layer of linears at a few
-row counts, per dtype and kernel) decides what is fastest. The result is cached per machine, torch version,
-thread count and ISA override, so later starts pay nothing.
-
-Overrides: `DOOM_AGENT_CPU=avx2` forces the AVX2 answer on any x86 machine (tests run with it, together with
-ATEN_CPU_CAPABILITY=avx2 and ONEDNN_MAX_CPU_ISA=AVX2, so an AVX-512 machine still proves the AVX2 path);
-`DOOM_AGENT_CPU=avx512` forces the AVX-512 answer where the hardware has it. `model.dtype` in the config
-(float32, bfloat16) overrides the precision; a choice the CPU serves badly runs, with one warning.
+Nothing is assumed: bf16 is ~2x faster than fp32 for a 1-row step where the CPU multiplies bf16 in hardware and
+~5x slower for a 38-row step where it does not, and oneDNN's prepacked weights win for a few rows but not for
+one. The CPU's features decide what is eligible, a ~1 s probe what is fastest; the result is cached per machine.
+`DOOM_AGENT_CPU=avx2|avx512` forces that answer (tests force avx2 so any x86 machine proves the AVX2 path);
+`model.dtype` overrides the precision, with one warning when the CPU serves it badly.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Session events: what happened, when, in which stream and generation.
 
-The engine, the executor, the session loop and the audio path emit events here; sinks (an in-memory list for
-tests and metrics, the recording's append-only JSONL log) receive them in order. Every kind is a constant of
-`Kind`, documented there, in one place; the bus refuses any other.
+Sinks (a list for tests and metrics, the recording's JSONL log) receive them in order. Every kind is a
+constant of `Kind`, documented there; the bus refuses any other.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """The session generation and its interruptions: one counter, in one place, that every interruption bumps first.
 
-Anything produced for the session (an action, a TTS chunk, a playback buffer, an engine step's output) is
-stamped with the generation current when it was started. An interruption (a user command, a barge-in) bumps
-the counter and is then handed, as one Interruption, to every consumer that subscribed, always in pipeline
-order (the engine records it, TTS stops synthesizing, playback goes silent), as Pipecat passes an interruption
-frame down its processors. Each consumer also compares stamps with the current value at its consumption point
-(the action executor only does that: it fences an older generation's action when it would run), so stale work
-is discarded even when it was in flight on another thread.
+Work is stamped with the generation current when it started. A bump is handed, as one Interruption, to every
+subscriber in pipeline order (engine, TTS, playback), as Pipecat passes an interruption frame down; each
+consumer also compares stamps where it consumes, so stale work in flight on another thread is dropped too.
 """
 
 from __future__ import annotations

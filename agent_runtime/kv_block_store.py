@@ -1,9 +1,7 @@
 """The KV cache as shared memory: a fixed pool of pages holding blocks of tokens at block-local positions.
 
-A block's keys are stored once, rotated by RoPE at local positions 0..n-1, so any number of views can read
-it at any offset (the query is rotated instead). Blocks are reference counted: a view that holds a block
-retains it; the pages go back to the pool when the last holder releases it. The pool never grows: running
-out is a CapacityError, never an OOM or a silent eviction.
+Keys are stored once at local positions, so any view can read a block at any offset (the query is rotated
+instead). Blocks are reference counted and freed with their last holder; the pool never grows (CapacityError).
 """
 
 from __future__ import annotations

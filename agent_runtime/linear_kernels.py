@@ -1,11 +1,8 @@
 """Linear layers on the kernel the CPU path chose for their row count: native GEMM/GEMV or oneDNN prepacked.
 
-Measured, not assumed (agent_runtime/cpu_path.py): on an AVX2-only EPYC, fp32 steps of 2+ rows run ~1.7x
-faster on oneDNN weights reordered once into its blocked layout than on the default GEMM; on an AVX-512 box
-bf16 1-row steps took the native gemv (~2x faster than oneDNN) and larger steps prepacked oneDNN. A
-KernelTable says which kernel each row count takes; CpuLinear dispatches per call on its input's rows (the
-LM head sees only the kept rows). The packed copy costs one more copy of the linear weights in memory; the
-parameters themselves are untouched (tied embeddings stay tied, weight hashes stay the same).
+Measured, not assumed (cpu_path.py): fp32 steps of 2+ rows ran ~1.7x faster on oneDNN's prepacked weights on an
+AVX2 EPYC; bf16 1-row steps took the native gemv on AVX-512. The packed copy costs memory once; the parameters
+are untouched (tied embeddings stay tied, weight hashes stay the same).
 """
 
 from __future__ import annotations

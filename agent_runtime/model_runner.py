@@ -1,9 +1,7 @@
 """One batched forward for many streams, each reading its own view of the shared KV blocks.
 
-All streams' new tokens (prefill chunks and 1-token decodes mixed) are flattened into one sequence. The
-model computes q and k with RoPE at each token's *block-local* position; our registered attention
-function writes every stream's new KV into the store first, then runs view attention (query rotated per
-block by its offset difference, blocks merged in one softmax). The transformers model itself is unchanged.
+All new tokens become one flat sequence at block-local positions; our registered attention function writes
+every new KV into the store first, then runs view attention. The transformers model itself is unchanged.
 """
 
 from __future__ import annotations

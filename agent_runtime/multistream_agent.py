@@ -1,11 +1,7 @@
 """The multi-stream agent (the engine): frames and words in; thought, actions and remarks out; one forward a step.
 
-The engine holds the streams (streams/: frames, user text, heard commentary, Thinker, action, commentary), the
-block sections their views read (block_sections.py) and the scheduler (scheduler.py). A step reads:
-expire stale work → schedule rows → one batched forward → postprocess each stream's logits. Blocks leave the
-views in whole units (frames, thought paragraphs, action-log segments), so the pool and process memory stay flat
-however long the episode runs. An interruption (a user command) reaches the engine as one event, in order with
-every other consumer (generation.py): the remark being decoded stops and a decision under way is abandoned.
+A step: expire stale work -> schedule rows -> one batched forward -> postprocess each stream's logits. Blocks
+leave the views in whole units, so the pool and process memory stay flat however long the episode runs.
 """
 
 from __future__ import annotations

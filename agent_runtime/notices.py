@@ -1,7 +1,6 @@
 """One-line notices for the user while a session runs (a device lost, a text cut): on stderr, never a traceback.
 
-Some notices repeat with their cause (every long line typed, every over-long utterance); those are said once a
-session with OncePerKind, and every occurrence stays an event in the recording.
+Notices that repeat with their cause are said once a session (OncePerKind); each occurrence stays an event.
 """
 
 from __future__ import annotations

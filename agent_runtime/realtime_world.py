@@ -1,8 +1,6 @@
 """ViZDoom in real time (ASYNC_PLAYER): the world runs at 35 tics/s by itself while the model computes.
 
-The executor's hold sets the buttons without blocking; they are released (an explicit all-zero action,
-as ViZDoom 1.3.2 needs) once their tics have passed. Session time is wall-clock ms since the session's
-first frame (WallClock).
+Held buttons are released (an explicit all-zero action, as ViZDoom 1.3.2 needs) once their tics have passed.
 """
 
 from __future__ import annotations

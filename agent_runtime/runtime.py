@@ -1,9 +1,6 @@
 """The runtime, assembled once: the model, its KV block pool and runner, the scenario's action grammar.
 
-Every command opens it the same way: `Runtime.open(config, model=..., scenario=...)` loads the model on the
-CPU path this machine gets (or takes one already loaded), opens the scenario's DoomEnv when none is given,
-and builds the pool, the runner and the grammar for that env's buttons. What stays loaded across episodes
-lives here; each episode gets its own world, agent and executor (session_loop.py).
+What stays loaded across episodes lives here; each episode gets its own world, agent and executor.
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
 """The scheduler: which rows go into this engine step's one batched forward, in what order.
 
-1. stale work first: every stream drops what has gone stale (frames past the age bound, a decision or a
-   remark of an older generation) before anything is scheduled;
-2. the newest frame first (with its status when that changed), whatever the budget: reactions start there;
-3. then user text, then heard commentary, prefilled in chunks within the step's prefill token budget
-   (at least MIN_PREFILL_CHUNK a step, so a long text always advances), so a flood never delays a reaction;
-4. the new blocks join the views (sync_views, also run after step 1 so what left is freed at once), so
-   decisions in this same forward already see them;
-5. one row per decoding stream: the action decision (with its command branches), the Thinker, commentary.
+Stale work is dropped first; the newest frame goes first whatever the budget (reactions start there); user text
+and heard commentary follow in chunks within the prefill budget, so a flood never delays a reaction; the views
+are synced so this forward's decisions see the new blocks; then one row per decoding stream.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Baselines with the same model: the ordinary read → think → act loop, and read → act without thinking.
 
-One forward per engine step, as the multi-stream engine, so the same session loop charges each forward to
-the session clock and the world keeps moving while these agents compute; but they only look at the world
-again when a cycle is done: that is the latency the multi-stream agent removes.
+They compute one forward per step as the engine does, but only look at the world again when a cycle is done:
+that is the latency the multi-stream agent removes.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """The session loop: one loop for every way an agent plays, headless or live, model or not.
 
-A world (SyncWorld: moved by each step's cost on the session clock; RealTimeWorld: runs by itself) and an agent
-(the multi-stream engine, the read-think-act loop, a policy without a model) meet here. Per step:
-  user input (typed, spoken, scripted; what the user heard) → agent.step → the world passes the step's time →
-  the step's actions run (the executor fences stale ones) → the frames read meanwhile go to the agent.
-The loop stops on SIGINT/SIGTERM between two steps, at max_tics or the session's seconds, or when the episode
-ends; a timed live session goes on with the next episode (next_episode names its recording).
+Per step: user input → agent.step → the world passes the step's time → the step's actions run (the executor
+fences stale ones) → the frames read meanwhile go to the agent. It stops between two steps.
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """SIGINT and SIGTERM stop a run cleanly: the first one ends it after the current step, a second one at once.
 
-A signal only sets a flag while a step loop runs (`with stoppable():`); the loop calls `check()` between
-steps, which raises Interrupted, so the recording is closed by the `finally` blocks on the way out and the
-CLI exits 130 (SIGINT) or 143 (SIGTERM). Outside such a loop (loading a model, writing results) the first
-signal raises Interrupted where the program is, as Ctrl-C normally does. A second signal, for a run that
-does not stop, flushes stdout/stderr and exits with the same code without any cleanup (events.jsonl is
-flushed line by line, so what was written stays). A fault noticed elsewhere (a full recordings disk under
-`--on-disk-full stop`) asks for the same clean stop with request_stop(error): the next check() raises it.
-Once the command's work is over (`finished()`), a first signal changes nothing: the run exits with its own code.
+Inside `with stoppable():` a signal only sets a flag and `check()` between steps raises Interrupted, so the
+`finally` blocks close the recording and the CLI exits 130 or 143; outside, it raises where the program is. A
+second signal exits at once (events.jsonl is flushed per line). `request_stop(error)` asks for the same clean
+stop; once the work is over (`finished()`) a signal changes nothing.
 """
 
 from __future__ import annotations

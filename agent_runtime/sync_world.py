@@ -1,7 +1,6 @@
 """A synchronous ViZDoom world driven by session time: it moves while the model computes.
 
-The executor sets the held action; passing a step's cost plays the due tics with the held buttons (then
-none), and reads the frames of the newest tics (those within the frame-age bound) as a camera would, each
+Passing a step's cost plays the due tics with the held buttons and reads the frames of the newest tics, each
 stamped with the session time at which it was read.
 """
 

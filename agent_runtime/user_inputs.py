@@ -1,9 +1,7 @@
 """What the user says to the agent, one path for typed and spoken words: text, and the command it spells.
 
-A text acts directly when it spells a command: the grammar's spelling ("TURN_LEFT", "ATTACK 3") or a spoken
-phrase ("turn left", "stop"), held for the grammar's default tics; any other text ("what do you see") is only
-read by the agent. Sources: a script by engine step (headless runs, --user-text and replays), typed lines
-and recognized speech (live play).
+A text that spells a command ("TURN_LEFT", "ATTACK 3", "turn left") acts directly; any other text is only read
+by the agent. Sources: a script by engine step (headless, replays), typed lines and recognized speech (live).
 """
 
 from __future__ import annotations

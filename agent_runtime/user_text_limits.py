@@ -1,9 +1,7 @@
 """How much user text the agent takes in: bounded, so a flood of typing or one endless line cannot fill the KV pool.
 
-Each user text becomes a block of its own that the views read (`MultiStreamAgent.push_user_text`), and the views
-keep only the newest `user_blocks` of them. Cutting every text to MAX_USER_TOKENS and letting at most
-MAX_PENDING_USER_TEXTS wait for prefill bounds the pool's share of user text to (user_blocks + 1) blocks of
-MAX_USER_TOKENS tokens, however much is typed; what is cut or dropped is an event and, once a session, a line.
+Texts cut to MAX_USER_TOKENS, at most MAX_PENDING_USER_TEXTS waiting, and the views' newest `user_blocks` bound
+user text to (user_blocks + 1) blocks of MAX_USER_TOKENS; what is cut or dropped is an event and, once, a line.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """A stream's view: the ordered blocks it reads, ending with the block it writes to.
 
-A view holds (retains) its blocks. Dropping a block from a view (an old frame, an old thought) releases
-it; the blocks after it simply move to a smaller offset, with no recompute, because keys are stored at
-block-local positions and the query is rotated per block.
+Dropping a block releases it; the blocks after it move to a smaller offset with no recompute, because keys are
+stored at block-local positions and the query is rotated per block.
 """
 
 from __future__ import annotations

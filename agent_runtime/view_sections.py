@@ -1,8 +1,6 @@
 """Keeps each stream's view equal to an ordered selection of the agent's block sections.
 
-The agent holds sections of blocks (system, user, thoughts, actions, frames). A stream's view reads
-some sections, in a fixed order, possibly only their newest few blocks; sync() retains what is new and
-releases what left, so a block leaving every view (and the agent) is freed without any recompute.
+sync() retains what is new and releases what left, so a block leaving every view is freed without recompute.
 """
 
 from __future__ import annotations

@@ -1,19 +1,10 @@
 """`bench interrupt`: how fast spoken commentary goes silent when the user talks over it, in real time.
 
-No sound card is needed, but nothing runs faster than real time either: VoiceIO pumps the device-free speaker
-(1024-frame blocks at 22.05 kHz, 46 ms a block) and microphone (512 samples at 16 kHz, 32 ms) through the VAD and
-the BargeInController (see scripted_voice), while its TtsWorker synthesizes several queued sentences of
-commentary. At a random moment while the commentary plays, a synthesized user phrase ("stop", "turn left", ...)
-is mixed into the microphone stream. Per barge-in we measure:
-
-  detection -> silence: VAD onset detected (wall clock) to the first silent block handed to the
-                        speaker, in ms and in blocks (0 = the very next block was silent); the onset
-                        is the tentative one (SpeechOnset) where the mode pauses on it, as live;
-  bump -> silence:      the generation bump to the first silent block (PlaybackBuffer's own record);
-  late chunks:          chunks of the interrupted generation dropped instead of played (queued at
-                        the bump or synthesized after it), and audible blocks after the silence (0).
-
-Times are "block handed to the device"; a real device adds its own output latency on top.
+VoiceIO pumps the device-free speaker and microphone (scripted_voice) while its TtsWorker speaks queued
+commentary; at a random moment while it plays, a synthesized user phrase is mixed into the microphone. Per
+barge-in: VAD detection (the tentative onset where the mode pauses on it, as live) and the generation bump to the
+first silent block handed to the speaker, in ms and blocks (0: the very next block), and the late chunks of the
+interrupted generation dropped instead of played. A real device adds its own output latency on top.
 """
 
 from __future__ import annotations
@@ -22,7 +13,7 @@ import time
 
 import numpy as np
 
-from agent_runtime.benchmarks.measure import Timing, stats
+from agent_runtime.benchmarks.measure import Timing, shown, stats
 from agent_runtime.benchmarks.measure import progress as default_progress
 from agent_runtime.benchmarks.scripted_voice import BargeInTrial, measure, open_voice, speak, synthesize_phrases, wait_until
 from agent_runtime.events import EventBus, Kind
@@ -55,9 +46,9 @@ def run_interrupt_bench(barge_ins: int = 20, mode: str = "immediate", seed: int 
         for i in range(barge_ins):
             trials.append(_one_trial(rng, phrases, voice, mic, speaker))
             t = trials[-1]
-            shown = "n/a" if t.detection_to_silence_ms is None else f"{t.detection_to_silence_ms:.1f} ms"
             progress(f"barge-in {i + 1}/{barge_ins} ({t.phrase!r} at {t.offset_s:.2f} s): {t.outcome}"
-                     f"{' ' + t.reason if t.reason else ''}, detection -> silence {shown}"
+                     f"{' ' + t.reason if t.reason else ''}, detection -> silence "
+                     f"{shown(t.detection_to_silence_ms, ' ms', '.1f')}"
                      f" ({t.detection_to_silence_blocks} blocks)")
     finally:
         voice.close()

@@ -1,9 +1,7 @@
 """`bench kv --device cuda` part (d): the Triton view-attention kernel against torch SDPA on a contiguous copy.
 
-Decode attention for V views of S keys each, the keys split into chunks scattered over the cache (as the
-block store lays them out). SDPA gets the same keys already gathered contiguously, which is the best case
-for it; the Triton kernel reads the chunks in place and rotates the query per chunk. Achieved bandwidth =
-bytes of K and V read / kernel time.
+SDPA gets the keys already gathered contiguously (its best case); the Triton kernel reads the chunks scattered
+over the cache in place. Achieved bandwidth = bytes of K and V read / kernel time.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """`bench kv`: what views over shared blocks cost and save, measured side by side in one run.
 
-(a) view_vs_contiguous: decode step time with the context split into 8 blocks of a view, divided by the
-    step time of a plain transformers forward with its own contiguous KV cache over the same tokens.
-(b) drop_vs_recompute: time to recompute (prefill) the tokens after a dropped middle block, divided by
-    the time to drop the block from the view (which recomputes nothing).
-(c) streamsN_vs_1: aggregate decode tokens/s with N streams in one batched forward, divided by 1 stream.
-    Beside it, the model's linear layers alone on 4 rows vs 1 row: the extra time they take bounds the
-    gain, streams4_bound = 4 * step_1 / (step_1 + linears_4 - linears_1), if nothing else grew with rows.
+(a) view_vs_contiguous: decode step time over a view of 8 blocks / a plain forward with its own contiguous cache;
+(b) drop_vs_recompute: recomputing the tokens after a dropped middle block / dropping it from the view;
+(c) streamsN_vs_1: aggregate decode tokens/s of N streams in one forward / 1 stream, beside the bound the linear
+    layers set: streams4_bound = 4 * step_1 / (step_1 + linears_4 - linears_1).
 """
 
 from __future__ import annotations

@@ -64,6 +64,11 @@ def progress(msg: str, stream=sys.stderr) -> None:
     print(f"  .. {msg}", file=stream, flush=True)
 
 
+def shown(value, unit: str = "", spec: str = ".0f") -> str:
+    """`value` formatted for a report, or "n/a" where nothing was measured (None)."""
+    return "n/a" if value is None else f"{value:{spec}}{unit}"
+
+
 def stats(name: str, values, which=("p50", "p95", "max")) -> dict:
     """The result keys `name`_p50, `name`_p95, ... (None without values): the quantiles and extremes asked for."""
     summary = summarize(values, (50, 95))

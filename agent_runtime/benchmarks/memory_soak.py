@@ -1,7 +1,6 @@
 """`bench memory`: a long headless run (consecutive episodes on one runtime) sampling pool and process memory.
 
-Blocks leave the views in whole units and are freed, so used KV pages and RSS must stay flat however
-many frames go by. Prints the samples' first-vs-last comparison and writes a PNG of both over frames.
+Blocks leave the views in whole units and are freed, so used KV pages and RSS must stay flat.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """`bench play`: how well each agent plays, on the same seeds, interleaved, on the measured-compute clock.
 
-Model agents: the multi-stream agent with the trained adapter and without it, and read-think-act and read-act
-loops with the trained adapter. Players without a model: the naive scripted aimer, the lag-aware expert, and
-random. Per agent: kills, reward and survival tics (mean and standard deviation over episodes) and, for the
-model agents, reaction p50; a bar chart of kills.
+Per agent (model agents with and without the adapter, and the players without a model): kills, reward and
+survival tics (mean and standard deviation), reaction p50 for the model agents; a bar chart of kills.
 """
 
 from __future__ import annotations

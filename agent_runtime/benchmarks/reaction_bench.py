@@ -1,9 +1,7 @@
 """`bench reaction`: the multi-stream agent against read-think-act and read-act baselines, same model and seeds.
 
-Agents run interleaved per episode (same env seed for all three), on the compute clock: the world
-advances by the compute time each forward really took. Reaction latency = session time from reading a
-frame to executing the action conditioned on it. In headless sync runs a frame is read at its tic, so
-the frame's age at execution equals its reaction latency.
+Interleaved per episode on the compute clock (the world advances by each forward's measured time). Reaction
+latency = session time from reading a frame to executing the action conditioned on it.
 """
 
 from __future__ import annotations

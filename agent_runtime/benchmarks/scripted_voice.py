@@ -1,10 +1,8 @@
 """The device-free audio that `bench interrupt` and `bench soak` drive, and one barge-in measured on it.
 
-VoiceIO (the live audio path) pumps a scripted microphone and a block-keeping speaker one block per real audio
-period, as a sound card would. The microphone streams low noise and mixes in user phrases synthesized with
-espeak-ng in another voice than the agent's; the speaker keeps when each block was handed over and whether it was
-silent. A barge-in is measured from the VAD detection (and the generation bump) to the first silent block.
-Times are "block handed to the device"; a real device adds its own output latency on top.
+VoiceIO pumps a scripted microphone (low noise, user phrases mixed in) and a block-keeping speaker one block per
+real audio period, as a sound card would. Times are "block handed to the device"; a real device adds its own
+output latency on top.
 """
 
 from __future__ import annotations

@@ -1,28 +1,16 @@
 """`bench soak`: a long real-time live session with scripted voice commands and barge-ins; does it stay flat?
 
-The real runtime plays in real time (`run_live`, ViZDoom ASYNC_PLAYER) with commentary on, on the
-device-free audio backend of VoiceIO: a microphone and a speaker that VoiceIO pumps one block per real
-audio period, as a sound card would. A director thread speaks a scripted phrase ("turn left", "shoot",
-"stop", "what do you see", ...; synthesized once with espeak-ng in another voice than the agent's) into the
-microphone every few seconds: right after the agent's commentary becomes audible, at least `every_s` after
-the last phrase (or without commentary when none comes for a while). So most phrases are barge-ins (user
-speech over commentary), and all of them are voice commands the agent acts on. Measured:
+`run_live` plays in real time with commentary on, on VoiceIO's device-free audio backend (pumped one block per
+audio period, as a sound card would). A director thread speaks a scripted phrase (espeak-ng, another voice than
+the agent's) right after commentary becomes audible, at least `every_s` after the last one: most phrases are
+barge-ins, all are voice commands. Measured in the first fifth of the run vs the last: process RSS and KV pages
+in use (sampled each second), action_executed frame age p95, and barge-in p95 from the speech ONSET in the
+injected audio (its first sample above 2% of the peak, on the pump's clock) to the first silent speaker block,
+so VAD detection is included (detection -> silence, what `bench interrupt` reports, is kept beside it). Every
+event must carry consecutive sequence numbers: one never seen is a gap.
 
-  memory:      process RSS and KV-pool pages in use, sampled once a second; median of the first fifth of
-               the run vs the last fifth (growth in %);
-  events:      every event of the session (engine, executor and audio threads) must carry consecutive
-               sequence numbers: a number never seen is a gap;
-  reaction:    action_executed frame age, p95 in the first and the last fifth;
-  barge-in:    from the speech ONSET in the injected audio to the first silent speaker block, so VAD
-               detection is included. The onset is the phrase's first sample above 2% of its peak,
-               mixed in at a known sample index of the microphone stream and turned into monotonic time
-               on the pump's clock (block k is handed over at origin + k * 32 ms once it has been
-               recorded, so sample s was recorded at origin + (s - 512) / 16 kHz). Detection -> silence
-               (what `bench interrupt` reports) is kept beside it; target <= 150 ms p95 from onset.
-
-The microphone and the speaker here stream: a 30-minute ArrayMicrophone would hold 115 MB of samples and
-a RecordingSpeaker keeps every block it pulls (~160 MB in 30 minutes); either would be counted as the
-runtime's RSS growth. Everything the soak itself keeps is bounded or a few bytes per sample.
+The microphone and the speaker stream instead of keeping audio (a 30-minute ArrayMicrophone would hold 115 MB,
+a RecordingSpeaker ~160 MB), which would count as the runtime's RSS growth; what the soak keeps is bounded.
 """
 
 from __future__ import annotations
@@ -39,7 +27,7 @@ import psutil
 
 from agent_runtime import signals
 from agent_runtime.benchmarks.measure import progress as default_progress
-from agent_runtime.benchmarks.measure import pyplot, save_figure, stats
+from agent_runtime.benchmarks.measure import pyplot, save_figure, shown, stats
 from agent_runtime.benchmarks.scripted_voice import (BargeInTrial, BlockSpeaker, ScriptedMicrophone, measure, open_voice,
                                                      speak, synthesize_phrases, wait_until)
 from agent_runtime.events import EventBus, Kind
@@ -55,9 +43,6 @@ TARGET_BARGE_IN_P95_MS = 150.0  # onset -> silence, whole run
 TARGET_RSS_GROWTH_PCT = 5.0  # first fifth -> last fifth
 TARGET_DRIFT_PCT = 20.0  # last fifth's p95 within this much of the first fifth's
 REORDER_WINDOW = 4096  # events may reach a sink out of order (several threads emit); a seq missing this long is a gap
-
-
-# ------------------------------------------------------------------------- what the session emits
 
 
 class SoakEvents:
@@ -101,22 +86,30 @@ class SoakEvents:
             return self.gaps + missing
 
 
-class Sampler:
-    """Process RSS (MB) and KV pages in use, once a second, on its own thread."""
+class _Background:
+    """A daemon thread running `_run` until `stop()` sets `_stop`."""
 
-    def __init__(self, store, period_s: float = 1.0):
-        self.store, self.period_s = store, period_s
-        self.samples: list[tuple[float, float, int]] = []  # (t_mono, rss_mb, kv_pages)
-        self._process = psutil.Process()
+    def __init__(self, name: str, join_s: float):
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="soak-sampler", daemon=True)
+        self._join_s = join_s
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
 
     def start(self) -> None:
         self._thread.start()
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(timeout=5)
+        self._thread.join(timeout=self._join_s)
+
+
+class Sampler(_Background):
+    """Process RSS (MB) and KV pages in use, once a second, on its own thread."""
+
+    def __init__(self, store, period_s: float = 1.0):
+        super().__init__("soak-sampler", join_s=5)
+        self.store, self.period_s = store, period_s
+        self.samples: list[tuple[float, float, int]] = []  # (t_mono, rss_mb, kv_pages)
+        self._process = psutil.Process()
 
     def sample(self) -> tuple[float, float, int]:
         s = (time.monotonic(), self._process.memory_info().rss / 2**20, self.store.used_pages)
@@ -126,9 +119,6 @@ class Sampler:
     def _run(self) -> None:
         while not self._stop.wait(self.period_s):
             self.sample()
-
-
-# ------------------------------------------------------------------------- the scripted user
 
 
 @dataclass
@@ -144,7 +134,7 @@ class SoakTrial(BargeInTrial):
     cue: str | None = None  # what silenced playback first: "fricative" or "vad" (a tentative onset), or "speech"
 
 
-class Director:
+class Director(_Background):
     """Speaks the script into the microphone and measures each barge-in.
 
     Every phrase is a voice command, and each bumps the session generation, which stops the remark being decoded:
@@ -154,19 +144,11 @@ class Director:
 
     def __init__(self, voice: VoiceIO, mic: ScriptedMicrophone, speaker: BlockSpeaker, phrases: dict, *,
                  every_s: float, seed: int, t0: float, sampler: Sampler, progress):
+        super().__init__("soak-director", join_s=10)
         self.voice, self.mic, self.speaker, self.phrases = voice, mic, speaker, phrases
         self.every_s, self.t0, self.sampler, self.progress = every_s, t0, sampler, progress
         self.rng = np.random.default_rng(seed)
         self.trials: list[SoakTrial] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="soak-director", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
 
     def _run(self) -> None:
         wait_until(lambda: self._stop.is_set() or self.mic.t_origin is not None, 10.0)
@@ -220,9 +202,6 @@ class Director:
         self.progress(f"{trial.t_s:6.1f} s {trial.phrase!r}: {what}; rss {rss:.0f} MB, kv {pages} pages")
 
 
-# ------------------------------------------------------------------------- the run
-
-
 def run_soak(env, runtime, *, seconds: float, seed: int = 0, mode: str = "immediate", every_s: float = EVERY_S,
              progress=default_progress) -> dict:
     """Play `seconds` of real time with the scripted voice; returns the summary (JSON-ready).
@@ -263,9 +242,6 @@ def run_soak(env, runtime, *, seconds: float, seed: int = 0, mode: str = "immedi
         stopped.soak_result = result
         raise stopped
     return result
-
-
-# ------------------------------------------------------------------------- the report
 
 
 def _fifths(t0: float, t1: float) -> tuple[tuple[float, float], tuple[float, float]]:
@@ -396,11 +372,10 @@ def write_outputs(result: dict, out, title: str, plot: bool = True) -> None:
 
 def print_report(result: dict) -> None:
     """The human-readable summary: first fifth vs last fifth, then the targets."""
-    def f(v, unit=""):
-        return "n/a" if v is None else f"{v:.0f}{unit}"
+    f = shown
 
     def pct(v):
-        return "n/a" if v is None else f"{v:+.1f}%"
+        return shown(v, "%", "+.1f")
 
     def ok(flag):
         return {True: "met", False: "NOT met", None: "n/a"}[flag]

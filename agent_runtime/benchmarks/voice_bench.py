@@ -1,8 +1,6 @@
 """`bench voice`: synthesized voice commands spoken into a device-free microphone in real time during live play.
 
-Measures end of speech → the commanded action executed in the env, and recognition accuracy. The
-commands are synthesized with espeak-ng (the same library the commentary uses) and fed block by block at
-the real audio rate while the agent plays in real time.
+Measures end of speech -> the commanded action executed in the env, and recognition accuracy.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
 """`agent-runtime episode`: play headless episodes with a policy, report reward, kills and tics, and record each one.
 
-Every episode gets its own recording directory (manifest, events.jsonl, episode.lmp) under the config's
-recordings_dir, or under --out; `agent-runtime replay DIR` checks it and `replay DIR --rerun` plays it again.
-Each episode runs in its own DoomEnv, closed before the recording so the .lmp is finished when its hash is taken.
+Each episode runs in its own DoomEnv, closed before its recording so the .lmp is finished when its hash is taken.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
 """`agent-runtime transcribe FILE.wav`: run the live listening pipeline (VAD + command grammar) on a file.
 
-The file is resampled to 16 kHz mono and pushed block by block exactly as a microphone would
-deliver it (only faster), so the printed partials, finals, times and audio ages are what the live
-path produces.
+The file is pushed block by block as a microphone would deliver it, so what is printed is what live produces.
 """
 
 from __future__ import annotations

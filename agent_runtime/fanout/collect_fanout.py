@@ -1,9 +1,7 @@
 """`agent-runtime collect --workers N`: Ray workers play and label episodes; the driver writes the data set.
 
-A worker plays an episode exactly as a serial run does (one engine and the model held for its lifetime, the
-expert labelling each decision) but keeps the decisions in memory; the driver appends them to the one
-append-only data set in episode order, holding an episode that ends early until those before it are in.
-So the data set is the serial one, and resuming works the same: a stop leaves complete episodes only.
+The driver appends each episode's decisions in episode order (holding one that ends early until those before it
+are in), so the data set is the serial one and resumes the same way.
 """
 
 from __future__ import annotations

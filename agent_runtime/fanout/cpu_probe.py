@@ -1,9 +1,7 @@
 """One CPU-path decision per machine for all its workers, so they all run the same kernels.
 
-The CPU path (agent_runtime/cpu_path.py) is measured once per CPU model and thread count and cached on disk.
-Workers that start together on a machine without that cache would each measure, on cores the others are
-loading, and could pick different kernels for the same step (fp32 sums in another order: not the same game).
-Under a file lock, the first worker measures and writes the cache; the others wait and read it.
+Workers measuring at once, on cores the others load, could pick different kernels (fp32 sums in another order:
+not the same game). Under a file lock the first worker measures and caches; the others read the cache.
 """
 
 from __future__ import annotations

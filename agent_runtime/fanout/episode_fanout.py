@@ -1,9 +1,7 @@
 """`agent-runtime episode --workers N`: the serial run's episodes, played by Ray workers.
 
-A worker builds the same player a serial run builds (model loaded once) and plays each episode with the same
-function, so episode i plays seed + i with the same actions and writes the same recording into --out; the
-driver prints and appends each result to results.jsonl as it arrives (lines in the order episodes end, each
-naming its `episode`).
+A worker builds the serial run's player and plays with the same function, so episode i plays seed + i with the
+same actions and recording; results are printed and appended to results.jsonl as episodes end.
 """
 
 from __future__ import annotations

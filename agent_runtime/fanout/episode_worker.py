@@ -1,8 +1,7 @@
 """The Ray actor: loads the model once (its job's setup), then plays the episodes the driver hands it.
 
-Every way an episode can end comes back as an Outcome, never as an exception, so the driver tells a dead
-worker (Ray raises for it) from an engine that died under a live one or a stop it asked for. The actor runs
-two calls at once (max_concurrency=2): stop() must reach a play() that is in the middle of an episode.
+Every ending comes back as an Outcome, never an exception, so the driver tells a dead worker (Ray raises) from an
+engine that died or a stop. max_concurrency=2: stop() must reach a play() in the middle of an episode.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
 """`agent-runtime bench play --workers N`: every (episode, agent) pair is one task for a Ray worker.
 
-A worker loads the model (and the untrained one when the adapter is compared) once and holds one engine for
-the model agents, as the serial bench does; players without a model open their own engine per episode. The
-summary is computed from the results put back in episode order, so it is the serial summary on the same seeds.
+The summary is computed from the results put back in episode order: the serial summary on the same seeds.
 What every bench worker and driver share (BenchJob, bench_on_ray) lives here too: `bench reaction` uses it.
 """
 

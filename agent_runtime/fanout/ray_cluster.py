@@ -1,8 +1,7 @@
 """Connect to Ray for one run: a local Ray started in-process, or an existing cluster at --ray-address.
 
-Ray is imported here and only here, so a command that runs in one process never loads it. The CPUs each
-worker reserves are decided up front from the cluster's CPUs, so workers never share a core (torch threads
-per worker = its CPUs); a run that cannot get them is one clear error, not a hang.
+Ray is imported here and only here. Each worker's CPUs are decided up front so workers never share a core; a run
+that cannot get them is one clear error, not a hang.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
 """`agent-runtime bench reaction --workers N`: every (episode, agent) pair is one task for a Ray worker.
 
-A worker loads the model once and holds one engine, as the serial bench does; on the compute clock each
-worker measures its own steps on the cores Ray reserved for it alone. The summary is computed from the
-episodes put back in seed order, so with --fixed-cost it is the serial summary.
+Each worker measures its own steps on the cores Ray reserved for it; with --fixed-cost the summary is the serial one.
 """
 
 from __future__ import annotations

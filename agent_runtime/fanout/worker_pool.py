@@ -1,9 +1,7 @@
 """The driver's side: N worker actors, tasks handed to whichever is free, outcomes streamed as episodes end.
 
-A worker that dies (its process killed, out of memory) or whose engine dies is named with its episode on
-stderr; the episode goes back to the queue once (task_queue.py) and a dead worker is replaced by a fresh one,
-so the run completes. SIGINT/SIGTERM on the driver (signals.check() between waits) asks every worker to stop
-its episode at the next step, waits for their recordings to be closed, then ends the actors.
+An episode whose worker or engine died is named on stderr and played again once elsewhere (task_queue.py); a dead
+worker is replaced. SIGINT/SIGTERM asks every worker to stop and close its recording, then ends the actors.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """The episode.lmp that ViZDoom writes itself: a ZDoom demo, an IFF FORM whose header gives its length.
 
-The engine writes the whole demo in one go when the episode ends, out of reach of the WriteGuard; on a full
-or unwritable disk it leaves a file cut short (or empty) and says nothing. Replaying such a file crashes the
-engine (measured on 1.3.2: a segfault, or no frame at all), so a cut demo is told apart from a whole one by
-its own header: the recording marks it when it closes, and a replay refuses it with a clear error.
+The engine writes it out of the WriteGuard's reach and leaves it cut short on a full disk, saying nothing;
+replaying a cut one crashes the engine. Its own header tells a cut demo from a whole one.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
 """ViZDoom 1.3.2 mishandles long .lmp paths: recording to one hangs new_episode, replaying one silently plays
-no demo (the frames are the idle game's). Measured: 112 characters work, 113 do not.
-
-So the engine only ever sees short paths: a recording stages its .lmp in a temp directory when its own
-path is too long (see RecordingWriter), and a replay reads a short temp copy.
+no demo. Measured: 112 characters work, 113 do not. So the engine only ever sees short paths (temp copies).
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """One recording directory per `agent-runtime episode` episode: its manifest, its event bus, its .lmp.
 
-The manifest holds everything `replay --rerun` needs to play the episode again: the run config with the
-model actually used, the model id and weight hash, the env and agent seeds, the threads, the clock mode
-and its costs, the policy and its settings. Close order: the DoomEnv that played the episode first
-(ViZDoom finishes the .lmp only at the next new_episode or on close), then the recording, which stores
-the finished .lmp's hash in the manifest.
+The manifest holds everything `replay --rerun` needs. Close order: the DoomEnv first (ViZDoom finishes the .lmp
+only then), then the recording, which stores the finished .lmp's hash.
 """
 
 from __future__ import annotations

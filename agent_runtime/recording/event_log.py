@@ -1,8 +1,7 @@
 """events.jsonl: the session's events, one JSON object a line, appended and flushed as they happen.
 
-A process killed mid-episode leaves every event it emitted before the kill (at most the last line cut
-short), so the reader accepts a truncated last line with a warning but treats a bad line anywhere else
-as corruption: a UserError that names the file and the line.
+A killed process leaves at most its last line cut short: the reader accepts that with a warning, but a bad line
+anywhere else is corruption (a UserError naming the file and the line).
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
-"""A live session's recordings: one directory per episode, as `episode` writes them, so a timed session that
-plays several episodes leaves every one of them replayable.
+"""A live session's recordings: one directory per episode, so a timed session leaves every episode replayable.
 
-The engine finishes an episode's .lmp when the next episode starts (or the env closes), so a new episode
-goes: start() the next recording (events and voice move to it), env.new_episode(its .lmp path), then
-previous_finished() closes the last one, which stores its finished .lmp's hash. Once a write failed (a full
-disk: the WriteGuard's one line), later episodes play unrecorded on a bus that writes nowhere.
+The engine finishes an episode's .lmp when the next one starts, so the next recording starts first and the
+previous one closes (with its .lmp's hash) after new_episode. After a failed write, episodes play unrecorded.
 """
 
 from __future__ import annotations

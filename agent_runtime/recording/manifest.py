@@ -1,7 +1,6 @@
 """manifest.json: what a recording needs to be understood and re-run later (config, model, seeds, versions).
 
-Written when the recording is created and rewritten on close with the finished .lmp's hash, so a .lmp
-swapped in from another episode or scenario is caught before it replays the wrong frames.
+Rewritten on close with the finished .lmp's hash, so a .lmp swapped in from elsewhere is caught before replay.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """A DoomEnv seen through a recorder: for players that take no bus or .lmp path (baselines, the sequential agent).
 
-The multi-stream agent emits its own frame_read events and records its own .lmp; the simpler players only
-talk to the env, so this wrapper records the .lmp on new_episode and emits frame_read (with the screen
-hash that `replay` checks) for every frame they read and, when asked, action_executed for every act().
-Everything else is passed through to the wrapped env unchanged.
+Records the .lmp on new_episode and emits frame_read (with the screen hash `replay` checks) for every frame read
+and, when asked, action_executed for every act(); everything else passes through.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """A recording directory: manifest.json, events.jsonl, episode.lmp and (with voice) mic_in.wav / speech_out.wav.
 
-Recording.create() gives the writer the engine feeds while it plays; Recording.open() gives the reader
-that replay checks, timelines and videos use.
+Recording.create() gives the writer the engine feeds; Recording.open() the reader replay, timelines and videos use.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Re-render a recording's episode from its .lmp and compare screens with what the live run saw.
 
-The live run puts payload["screen_hash"] (screen_hash of the screen) and the tic into every frame_read
-event; ViZDoom replays a .lmp frame-exact, so any mismatch means the recording (or the engine's frame
-path) is not what it claims to be.
+ViZDoom replays a .lmp frame-exact, so a screen hash that differs from its frame_read event means the recording
+(or the engine's frame path) is not what it claims to be.
 """
 
 from __future__ import annotations

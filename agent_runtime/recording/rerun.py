@@ -1,9 +1,7 @@
 """Play a recorded llm-policy episode again from its recorded inputs and compare the actions it emits.
 
-Inputs that make the run what it was: the model (checked by weight hash), the run config, the env and
-agent seeds, the thread count, the step costs the clock charged (clock_advance events: the world moves
-exactly as it did, whatever this machine's speed) and the user's typed inputs (user_input events). With
-those fixed the agent must emit the same (command, frame_tic) sequence; the first difference is reported.
+With the model (checked by weight hash), config, seeds, threads, the clock's step costs and the user's inputs
+fixed, the agent must emit the same (command, frame_tic) sequence; the first difference is reported.
 """
 
 from __future__ import annotations

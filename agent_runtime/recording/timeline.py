@@ -1,9 +1,7 @@
 """A swimlane PNG of a stretch of a recording: who did what when, readable at a glance like a protocol trace.
 
-One lane per actor (frames, prefill, Thinker, actions, ASR, TTS, playback); generation bumps cut across all
-lanes as labelled vertical lines, because every interruption starts a new generation and fences what the
-old one still had in flight. x = session seconds: sim_ms when the event has it, else t_mono carried on
-from the last event that had sim_ms (or from the first event).
+One lane per actor; generation bumps cut across all lanes, since each fences what the old generation had in
+flight. x = session seconds: sim_ms where the event has it, else t_mono carried on from the last one that had.
 """
 
 from __future__ import annotations

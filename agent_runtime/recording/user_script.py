@@ -1,7 +1,6 @@
 """Typed user input as a script: {engine step: (text, Command | None)}, from the CLI or from a recording.
 
-A recording stores each injected input as a user_input event (step, text, command text); re-running it
-feeds the same texts at the same engine steps, with the command rebuilt from the action grammar.
+A rerun feeds a recording's user_input events at the same engine steps, the command rebuilt from the grammar.
 """
 
 from __future__ import annotations

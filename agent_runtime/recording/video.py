@@ -1,8 +1,6 @@
 """An mp4 of a recording: the .lmp replayed frame by frame, with what the agent did and said at that tic.
 
-The overlay comes from the event log: the action being executed, actions fenced in the last second,
-the latest Thinker paragraph, the latest commentary (TTS) and user command (ASR). Events without a tic
-(audio) take the tic of the event before them.
+Events without a tic (audio) take the tic of the event before them.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """A PCM WAV file written block by block whose header is kept true after every block.
 
-Audio arrives in ~30 ms blocks for the whole session; if the process dies the file must still open in
-any reader with all the audio written so far, so the RIFF and data sizes are patched after each block
-(two small writes to the page cache) instead of only on close.
+If the process dies the file must still open with all the audio written so far, so the RIFF and data sizes are
+patched after each block instead of only on close.
 """
 
 from __future__ import annotations

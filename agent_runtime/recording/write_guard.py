@@ -1,12 +1,8 @@
 """A recordings disk that fills up or turns unwritable mid-run stops the recording, never the play.
 
-Every file a run records into (events.jsonl, the WAVs, the manifest, results.jsonl) reports its first failed
-write here instead of raising into the engine or an audio thread. The first report prints one line naming the
-file and the error; from then on nothing more is written, so what is on disk stays readable up to its last
-complete event (the event log's reader skips a last line cut short, each WAV header counts only whole blocks).
-The episode.lmp that ViZDoom writes itself is checked when its recording closes (recording/demo_file.py).
-Policy "continue" (the default) plays on without recording; "stop" also asks the run to stop cleanly at its
-next step (`signals.request_stop`), and the command exits 1.
+Every recorded file reports its first failed write here instead of raising into the engine or an audio thread:
+one line names the file, then nothing more is written, so what is on disk stays readable. Policy "continue"
+plays on unrecorded; "stop" also stops the run cleanly at its next step (`signals.request_stop`): exit 1.
 """
 
 from __future__ import annotations

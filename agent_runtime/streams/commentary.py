@@ -1,9 +1,7 @@
 """The commentary stream: short remarks decoded in the shared forward, cut into sentences, spoken or printed.
 
-A remark decodes into a scratch block that no other view reads: what was generated but not heard is
-diagnostic state, never history (heard text comes back through the heard stream). An interruption stops the
-remark at once, and before each step the stream checks the session generation too: a remark begun in an older
-generation never decodes another token. Remarks are rate limited.
+A remark decodes into a scratch block no other view reads: what was not heard is never history. A remark of an
+older generation never decodes another token. Remarks are rate limited.
 """
 
 from __future__ import annotations

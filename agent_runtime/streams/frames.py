@@ -1,9 +1,7 @@
 """Frames in: each new frame is prefilled into a block of its own, and leaves the views when it is too old.
 
-Only the newest pending frame is worth prefilling; older pending ones are dropped as superseded, and any
-frame older than the frame-age bound (TimeBounds) is dropped before prefill or evicted from the views, all
-counted. The own status (health, ammo), which changes rarely, gets a block of its own only when it changed.
-A frame block is prefilled on its own: it attends only to itself.
+Only the newest pending frame is worth prefilling; older ones and any past the frame-age bound are dropped,
+counted. A frame block attends only to itself; the own status gets a block only when it changed.
 """
 
 from __future__ import annotations

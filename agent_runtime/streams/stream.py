@@ -1,11 +1,7 @@
 """The Stream type: one producer or consumer of tokens in the engine's shared forward.
 
-A stream has a role (its name in the batch report and in events), a view (the blocks it reads, in order) and
-an own-block policy (where the tokens it writes go): a fresh block per item that then joins a section (frames,
-status, user and heard text), a block rolled over every few items (Thinker paragraphs, action-log segments) or
-a scratch block no other view reads (a remark being decoded, the command branches). Per engine step the
-scheduler asks each stream for its rows (expire, then schedule); after the forward, postprocess() gets the
-logits of the stream's rows, in the order it added them.
+A role, a view (the blocks it reads) and an own-block policy (a fresh block per item, a block rolled over every
+few items, or a scratch block no other view reads); per step expire, schedule, then postprocess its logits.
 """
 
 from __future__ import annotations

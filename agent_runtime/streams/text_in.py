@@ -1,9 +1,6 @@
 """Text coming in: the user's words and the commentary the user heard, each prefilled into a block of its own.
 
-A text longer than a step's prefill budget goes in chunks (the block stays private to a prefill view until
-the text is complete), then joins its section, where the Thinker and action views read it. User text is
-bounded: cut to max_user_tokens, and past max_pending_user waiting texts the oldest not yet started is
-dropped; both are events (and, once a session, a line), so the pool share of user text stays bounded.
+A long text goes in chunks and joins its section when complete. User text is bounded (user_text_limits.py).
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """The Thinker: free-running thought, one token a step in the shared forward, in paragraphs.
 
-Its own block rolls over at each paragraph's end (a newline, the end token or the paragraph budget): the
-finished paragraph, sealed, joins the thoughts section every view reads; the newest few stay in view.
+Each finished paragraph, sealed, joins the thoughts section every view reads; the newest few stay in view.
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
-"""Audio in and out behind one callback interface, with or without a sound card.
+"""Audio in and out behind one callback interface (sounddevice's signatures), with or without a sound card.
 
-Both backends drive a callback with sounddevice's signatures, so the voice pipeline cannot tell
-a real microphone/speaker from a WAV file or a numpy array:
-
-    input callback:  callback(indata, frames, time, status)            indata  float32 [frames, 1]
-    output callback: callback(outdata, frames, time, status)           outdata float32 [frames, 1]
-
-`open_stream("input" | "output", ...)` picks the sounddevice backend when a device exists and raises
-`NoAudioDeviceError` (a UserError that lists what was found) when none does. The device-free backend
-(`ArrayMicrophone`, `RecordingSpeaker`) runs as fast as you pump it, for tests and files.
+So the voice pipeline cannot tell a real device from a WAV file or an array. `open_stream` raises
+NoAudioDeviceError (listing what was found) when there is no device; ArrayMicrophone and RecordingSpeaker run
+as fast as they are pumped.
 """
 
 from __future__ import annotations

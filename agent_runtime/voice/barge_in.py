@@ -1,21 +1,11 @@
 """Barge-in: the user talks over the agent's commentary, and the commentary stops at once.
 
-An interruption is one bump of the session generation: its consumers (generation.py) then abort TTS and
-clear its queue and clear playback (silent at the next audio block); then the engine's hook stops commentary
-decoding.
-
-With open speakers the agent's own voice reaches the microphone and triggers the VAD; echo
-cancellation alone was not enough. Modes:
-  "pause_confirm": pause playback on VAD onset; confirm by a recognized command in a long-enough
-                   utterance or by `min_speech_ms` of continued speech; resume on a false trigger.
-  "half_duplex":   the microphone is not listened to while the agent talks (`listening` is False).
-  "immediate":     interrupt on VAD onset (headphones, no echo).
-
-Tentative pause (`onset_cues`, what VoiceIO turns on for "immediate"; why and what the cues are: vad.py): playback
-pauses at the VAD's first SpeechOnset of a cue in `onset_cues`; SpeechStarted then confirms it (and the mode goes
-on from there: "immediate" interrupts), and an OnsetRejected resumes it, nothing lost. Only the reversible pause
-moves earlier: what interrupts is unchanged. The "fricative" cue is for headsets only: with open speakers the
-agent's own voice would give it.
+An interruption is one bump of the session generation (generation.py: TTS aborts, playback goes silent), then
+the engine's hook stops commentary decoding. With open speakers the agent's own voice reaches the microphone,
+so modes: "pause_confirm" pauses on VAD onset and confirms by a command or continued speech (else resumes);
+"half_duplex" does not listen while the agent talks; "immediate" interrupts on VAD onset (headphones).
+`onset_cues` (live: "immediate") pauses at a tentative SpeechOnset (vad.py) that SpeechStarted confirms and
+OnsetRejected resumes: only the reversible pause moves earlier. The "fricative" cue is for headsets only.
 """
 
 from __future__ import annotations

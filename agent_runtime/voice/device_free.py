@@ -2,10 +2,8 @@
 
     DOOM_AGENT_AUDIO=device-free[:mic=FILE.wav,fail-at=SECONDS,back-after=SECONDS]
 
-replaces the sound devices with the device-free backend, paced in real time: the microphone hears FILE.wav
-(silence without it) and the speaker's audio only goes into the recording. With fail-at, both devices vanish
-that many seconds after the first audio block, as a USB headset pulled out (their streams raise, and they cannot
-be reopened), and come back back-after seconds later (never without it): the lost-device path end to end.
+The microphone hears FILE.wav (else silence), the speaker feeds only the recording; with fail-at both devices
+vanish that long after the first audio block, as a pulled USB headset, and come back back-after seconds later.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """Sound devices that fail mid-session: noticed, reported once, reopened when they come back.
 
-A USB headset pulled out, a PulseAudio restart, a driver error: PortAudio then stops calling back, the stream
-goes inactive, or a callback raises. The game must not notice. A watchdog thread checks each stream every
-`poll_s`; a failed one is closed, one event (`audio_device_lost`) and one line on stderr say so, and it is
-reopened every `retry_s` seconds until that works (`audio_device_restored`, one line). Audio threads only
-*report* a failure (`fail`): closing a stream from inside its own callback can deadlock PortAudio, so closing
-and reopening happen on the watchdog thread.
+A watchdog thread checks each stream every `poll_s`; a failed one is closed, said once (an event and a line) and
+reopened every `retry_s` until that works. Audio threads only *report* a failure (`fail`): closing a stream
+from its own callback can deadlock PortAudio.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """The playback buffer between TTS and the speaker: bounded, generation-checked, and honest about what was heard.
 
-TTS outruns playback ~100x, so without a bound a whole paragraph would sit here after an
-interruption. The buffer therefore (1) bounds depth (the producer waits in `push`), (2) bounds age
-(chunks older than `max_age_ms` when their turn comes are dropped as late), and (3) drops the chunks
-of an older generation at a bump and again at every output block: after a bump the very next block is
-silence (stale chunks are counted). Only text whose audio was fully played is reported as heard,
-so only heard text enters the conversation history.
+TTS outruns playback ~100x, so the buffer bounds depth (`push` waits) and age (late chunks are dropped), and
+drops an older generation's chunks at a bump and at every block: the next block is silence. Only text whose
+audio was played is reported as heard, so only heard text enters the history.
 """
 
 from __future__ import annotations

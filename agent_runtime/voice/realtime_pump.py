@@ -1,9 +1,7 @@
 """Pacing at the real audio rate, as a sound card does: one call per block period, on a fixed schedule.
 
-Device-free streams (the array microphone and recording speaker of `live --voice` without a sound card,
-the benchmark's speaker and microphone) must not run faster than real time, or latencies measured on them
-mean nothing. The schedule is absolute (slot k is due at start + k * period), so a late call does not push
-every later one back: the pump catches up, as a device's clock would.
+Device-free streams must not run faster than real time, or latencies measured on them mean nothing. The schedule
+is absolute, so a late call does not push later ones back: the pump catches up, as a device's clock would.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
 """Streaming command recognition: silero VAD endpointing in front of pocketsphinx with a JSGF grammar.
 
-Audio flows through processors as frames, Pipecat-style but small: an audio block goes into the
-`ListeningPipeline`, which runs the VAD on it, feeds speech (plus a short pre-roll) to the
-`CommandRecognizer`, and returns the frames produced: VAD events and `Hypothesis` objects.
 Partial hypotheses can change; only a `StablePrefix` or a final result is meant to be committed.
 """
 

@@ -1,13 +1,8 @@
 """Streaming text-to-speech through libespeak-ng (ctypes), one ~60 ms chunk at a time, abortable per chunk.
 
-espeak-ng in synchronous mode calls our synth callback with each chunk as soon as it is made
-(first chunk in <15 ms, ~100x faster than real time). Each `SpeechChunk` carries the generation it
-was made for and the span of text whose words start in it, so playback can drop stale chunks and
-report which text was actually heard. Returning 1 from the callback aborts synthesis at once; we
-do that when the generation moved on or `abort()` was called.
-
-libespeak-ng is not thread-safe and keeps global state (voice, rate, callback): every `speak`
-holds a process-wide lock and re-applies its instance's settings, so several instances can coexist.
+Each SpeechChunk carries its generation and the span of text whose words start in it, so playback can drop stale
+chunks and say what was heard. libespeak-ng keeps global state and is not thread-safe: every `speak` holds a
+process-wide lock and re-applies its instance's settings.
 """
 
 from __future__ import annotations

@@ -1,18 +1,9 @@
 """Voice activity detection with silero (the ONNX file shipped in the silero-vad wheel, run by onnxruntime).
 
-Why silero: webrtcvad flags stationary noise and tones as speech; silero does not, costs ~0.2 ms per
-32 ms window, and reacts in ~45 ms. `SileroModel` gives a speech probability per 512-sample window;
-`VoiceActivityDetector` turns the probabilities into SpeechStarted / SpeechStopped events with
-hysteresis, a minimum speech duration and a hangover, on a stream of blocks of any size.
-
-The hysteresis costs time: two windows at threshold after the first, and silero gives fricatives low
-probabilities, so "stop" and "shoot" are confirmed only ~130-190 ms after their onset. A barge-in should
-not wait that long to go quiet, so the detector also reports tentative onsets (`SpeechOnset`), one window
-after speech may have begun, and says when one comes to nothing (`OnsetRejected`). Two cues open one:
-the first window at threshold ("vad"), or a rise of the level well above the noise floor that sounds like a
-fricative or a burst ("fricative": noise-like and high, so the "s" of "stop" in its first window, but not
-tones, hum, rumble or vowels; silero catches voiced onsets anyway). Tentative onsets are for reversible
-actions only (pause playback); SpeechStarted, unchanged, is still what confirms speech.
+Why silero: webrtcvad takes stationary noise and tones for speech; silero does not, at ~0.2 ms a 32 ms window.
+Its hysteresis confirms "stop" and "shoot" only ~130-190 ms after their onset, so the detector also reports
+tentative onsets (SpeechOnset, then SpeechStarted or OnsetRejected) from the first window at threshold ("vad")
+or a fricative-like rise well above the noise floor ("fricative"), for reversible actions only (a pause).
 """
 
 from __future__ import annotations

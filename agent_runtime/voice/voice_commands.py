@@ -1,8 +1,7 @@
 """The spoken command set: phrases, their command strings, the JSGF grammar, and env buttons.
 
-A small closed grammar is what makes offline recognition usable here (free-vocabulary pocketsphinx
-missed most commands; a ~10-phrase grammar got 98-100%). The grammar always returns its nearest
-phrase, so callers must not treat every hypothesis as a command without the VAD/endpointing context.
+A ~10-phrase closed grammar got 98-100% where free-vocabulary pocketsphinx missed most commands. It always
+returns its nearest phrase: a hypothesis is not a command without the VAD/endpointing context.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """The live audio path as one object: mic → VAD/ASR → barge-in and commands; commentary → TTS → playback.
 
-The microphone callback only queues blocks; a listener thread runs VAD, recognition and the barge-in
-controller, so an interruption silences playback at the next audio block without waiting for the
-engine. Recognized commands and heard commentary are queued for the engine loop, which takes them
-between steps. A device-free mode pumps an array microphone and a recording speaker in real time.
-A device that fails mid-session is closed and reopened by an AudioDeviceGuard while play goes on without it;
-a listener that falls behind drops the oldest queued audio (bounded, counted) rather than growing.
+The mic callback only queues blocks (bounded: the oldest go when the listener falls behind); a listener thread
+runs VAD, recognition and barge-in, so an interruption silences the next audio block without waiting for the
+engine. A device that fails is reopened by an AudioDeviceGuard while play goes on.
 """
 
 from __future__ import annotations
