@@ -129,7 +129,6 @@ def choose_threads(threads: int | None) -> int:
     return threads or free_cores()
 
 
-# -- linear kernels -------------------------------------------------------------------------------------
 def onednn_available(dtype: torch.dtype, features: CpuFeatures) -> bool:
     if not features.onednn:
         return False
@@ -175,7 +174,6 @@ def _table_from(dtype: str, best: dict[int, str]) -> KernelTable:
     return KernelTable(dtype, tuple(bounds), tuple(kernels))
 
 
-# -- the measured probe ---------------------------------------------------------------------------------
 def _time_linears(dtype: torch.dtype, kernel: str, rows: int, weights, packed) -> float:
     """ms for the probe's linears at `rows` rows (oneDNN off for native bf16, as the runner does)."""
     xs = {n: torch.randn(1, rows, n, dtype=dtype) for n in {s[1] for s in PROBE_SHAPES}}
@@ -307,7 +305,6 @@ def decide(features: CpuFeatures, threads: int, timings: dict, *, requested: str
     return path
 
 
-# -- cache ----------------------------------------------------------------------------------------------
 def _cache_key(features: CpuFeatures, threads: int) -> str:
     parts = [features.model_name, features.arch, features.isa, str(features.hardware_bf16), str(features.onednn_bf16),
              str(features.forced), torch.__version__, str(threads), os.environ.get("ONEDNN_MAX_CPU_ISA", ""),

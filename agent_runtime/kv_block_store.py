@@ -74,7 +74,6 @@ class KVBlockStore:
             device=device,
         )
 
-    # -- lifecycle -------------------------------------------------------------------------------
     def create(self, label: str = "") -> Block:
         """A new empty block, held once by the caller."""
         block = Block(id=next(self._ids), label=label)
@@ -100,7 +99,6 @@ class KVBlockStore:
         if block.freed:
             raise RuntimeError(f"{block!r} was already freed")
 
-    # -- writing ---------------------------------------------------------------------------------
     def reserve_slots(self, block: Block, n: int) -> torch.Tensor:
         """Cache slots for the block's next n tokens, allocating pages as needed (not yet committed)."""
         self._check_live(block)
@@ -124,7 +122,6 @@ class KVBlockStore:
         """Record tokens whose KV the forward pass has just written into the reserved slots."""
         block.token_ids.extend(int(t) for t in token_ids)
 
-    # -- reading ---------------------------------------------------------------------------------
     def chunks(self, block: Block, length: int | None = None) -> list[tuple[int, int, int]]:
         """(first slot, number of tokens, local position of the first) for runs of contiguous slots."""
         n = block.length if length is None else length
@@ -142,7 +139,6 @@ class KVBlockStore:
                 out.append((slot, size, local))
         return out
 
-    # -- accounting ------------------------------------------------------------------------------
     @property
     def used_pages(self) -> int:
         return self.num_pages - len(self._free_pages)

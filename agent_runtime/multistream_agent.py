@@ -141,7 +141,6 @@ class MultiStreamAgent:
         view.close()
         self.sections["system"] = [system]
 
-    # -- inputs from the world and the user ------------------------------------------------------
     def push_frame(self, timed: TimedFrame) -> None:
         self.frames.push(timed)
 
@@ -176,7 +175,6 @@ class MultiStreamAgent:
         self.action.restart()
         self._sync_views()
 
-    # -- one engine step ---------------------------------------------------------------------------
     def step(self, now_ms: float) -> StepOutcome:
         self.now_ms = now_ms
         plan = self.scheduler.schedule(now_ms, self.generation.current, frames=self.frames,

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from agent_runtime.generation import SessionGeneration
-from agent_runtime.voice.audio_io import CallbackTime, _DeviceFreeStream, resample
+from agent_runtime.voice.audio_io import CallbackTime, RecordingSpeaker, _DeviceFreeStream, resample
 from agent_runtime.voice.voice_io import MIC_BLOCK, MIC_RATE, SPEAKER_BLOCK, SPEAKER_RATE, VoiceIO
 
 USER_VOICE = "en"  # British English: a different voice from the agent's en-us commentary
@@ -44,17 +44,7 @@ def synthesize_phrases(phrases) -> dict[str, np.ndarray]:
     return out
 
 
-class DeviceFreeStream(_DeviceFreeStream):
-    """A device-free stream (start, stop, `active`) that VoiceIO opens by connecting its callback."""
-
-    callback = None
-
-    def connect(self, callback):
-        self.callback = callback
-        return self
-
-
-class ScriptedMicrophone(DeviceFreeStream):
+class ScriptedMicrophone(_DeviceFreeStream):
     """A device-free microphone that streams low noise and mixes phrases in when told (ArrayMicrophone's
     interface: VoiceIO's pump calls pump(1) once per 32 ms block)."""
 
@@ -109,32 +99,25 @@ class SpeakerBlock:
     late_ms: float  # how far behind its real-time slot the callback ran
 
 
-class BlockSpeaker(DeviceFreeStream):
+class BlockSpeaker(RecordingSpeaker):
     """A device-free speaker that keeps only the times and silence of its last `keep` blocks (None: all), not the
-    audio (RecordingSpeaker's interface: VoiceIO's pump calls pull(1) once per 1024-frame block)."""
+    audio."""
 
     def __init__(self, blocksize: int = SPEAKER_BLOCK, samplerate: int = SPEAKER_RATE, keep: int | None = 512):
-        self.blocksize, self.samplerate = blocksize, samplerate
+        super().__init__(None, blocksize, samplerate)
         self.blocks: deque[SpeakerBlock] = deque(maxlen=keep)  # 512: ~23 s, more than one trial needs
-        self.pulled = 0
         self.t_first: float | None = None
 
     @property
     def audible(self) -> bool:
         return bool(self.blocks) and not self.blocks[-1].silent
 
-    def pull(self, n_blocks: int = 1) -> None:
-        period = self.blocksize / self.samplerate
-        for _ in range(n_blocks):
-            out = np.zeros((self.blocksize, 1), np.float32)
-            t = self.pulled * period
-            self.callback(out, self.blocksize, CallbackTime(outputBufferDacTime=t, currentTime=t), None)
-            now = time.monotonic()
-            if self.t_first is None:
-                self.t_first = now
-            late_ms = max(0.0, (now - self.t_first - t) * 1000.0)
-            self.blocks.append(SpeakerBlock(now, not np.any(out), late_ms))
-            self.pulled += 1
+    def _keep(self, out: np.ndarray, t: float) -> SpeakerBlock:
+        now = time.monotonic()
+        if self.t_first is None:
+            self.t_first = now
+        self.blocks.append(SpeakerBlock(now, not np.any(out), max(0.0, (now - self.t_first - t) * 1000.0)))
+        return self.blocks[-1]
 
 
 def open_voice(phrases: dict, *, mode: str, seed: int, bus=None, generation: SessionGeneration | None = None,

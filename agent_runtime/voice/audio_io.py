@@ -36,9 +36,6 @@ class CallbackTime:
     currentTime: float = 0.0
 
 
-# ---------------------------------------------------------------- files and resampling
-
-
 def read_wav(path: str | Path) -> tuple[np.ndarray, int]:
     """Read a PCM WAV as float32 mono in [-1, 1] plus its sample rate; stereo is averaged.
 
@@ -110,13 +107,16 @@ def load_audio_16k(path: str | Path) -> np.ndarray:
     return resample(x, rate, SAMPLE_RATE)
 
 
-# ---------------------------------------------------------------- device-free backend
-
-
 class _DeviceFreeStream:
-    """The part of a sounddevice stream's interface the device guard uses: start, stop, close and `active`."""
+    """The part of a sounddevice stream's interface the device guard uses (start, stop, close, `active`); `connect`
+    is how VoiceIO opens one made beforehand (an opener: callback in, stream out)."""
 
     active = False
+    callback = None
+
+    def connect(self, callback):
+        self.callback = callback
+        return self
 
     def start(self) -> None:
         self.active = True
@@ -169,24 +169,24 @@ class RecordingSpeaker(_DeviceFreeStream):
         self.blocks: list[np.ndarray] = []
         self.frames = 0  # pulled so far: the stream time of the next block
 
-    def pull(self, n_blocks: int = 1) -> list[np.ndarray]:
-        """Ask the callback for n blocks, as the sound card would; returns the new blocks."""
+    def pull(self, n_blocks: int = 1) -> list:
+        """Ask the callback for n blocks, as the sound card would; returns what `_keep` kept of them."""
         new = []
         for _ in range(n_blocks):
             out = np.zeros((self.blocksize, 1), np.float32)
             t = self.frames / self.samplerate
             self.callback(out, self.blocksize, CallbackTime(outputBufferDacTime=t, currentTime=t), None)
             self.frames += self.blocksize
-            self.blocks.append(out[:, 0].copy())
-            new.append(self.blocks[-1])
+            new.append(self._keep(out, t))
         return new
+
+    def _keep(self, out: np.ndarray, t: float):
+        self.blocks.append(out[:, 0].copy())
+        return self.blocks[-1]
 
     @property
     def recording(self) -> np.ndarray:
         return np.concatenate(self.blocks) if self.blocks else np.zeros(0, np.float32)
-
-
-# ---------------------------------------------------------------- sounddevice backend
 
 
 def _sounddevice():

@@ -46,13 +46,8 @@ class BargeInRecord:
 
 @dataclass
 class BargeInController:
-    """Consumes the listening pipeline's frames; pauses, confirms and performs interruptions.
-
-    Call `feed(frames, stream_ms)` once per microphone block with the frames that block produced
-    (check `listening` first: in half-duplex mode the mic is ignored while the agent talks).
-    `on_interrupt(generation, reason)` is the engine's hook to stop commentary decoding;
-    `on_command(command, hypothesis)` fires once per utterance when a command may be committed.
-    """
+    """Consumes the listening pipeline's frames (`feed`, once per microphone block, when `listening`); pauses,
+    confirms and interrupts. `on_command` fires once per utterance when a command may be committed."""
 
     session: SessionGeneration
     playback: PlaybackBuffer
@@ -106,15 +101,6 @@ class BargeInController:
         self._speech_start_ms = None
         self._prefix.reset()
         self._resume()
-
-    def interrupt(self, reason: str = "manual") -> int:
-        """Interrupt now (push-to-talk, a key): the same sequence as a confirmed barge-in."""
-        if self._pending is None:
-            self._pending = BargeInRecord(time.monotonic(), -1.0)
-            self.records.append(self._pending)
-        return self._interrupt(reason)
-
-    # ------------------------------------------------------------------ internals
 
     def _on_onset(self, onset: SpeechOnset) -> None:
         """Speech may have begun: pause now (reversible); SpeechStarted confirms, OnsetRejected resumes."""

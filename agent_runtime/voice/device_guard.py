@@ -61,7 +61,6 @@ class AudioDeviceGuard:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    # -- lifecycle -------------------------------------------------------------------------------
     def open_all(self) -> dict[str, Any]:
         """Open every device now (at session start a missing device is the caller's error to report)."""
         for slot in self.slots.values():
@@ -84,7 +83,6 @@ class AudioDeviceGuard:
             if slot.stream is not None:
                 _close_quietly(slot.stream)
 
-    # -- from the audio threads ------------------------------------------------------------------
     def current(self, kind: str):
         """The open stream of `kind`, or None while its device is lost."""
         return self.slots[kind].stream
@@ -103,7 +101,6 @@ class AudioDeviceGuard:
     def losses(self) -> int:
         return sum(slot.losses for slot in self.slots.values())
 
-    # -- the watchdog ----------------------------------------------------------------------------
     def _watch(self) -> None:
         while not self._stop.wait(self.poll_s):
             now = time.monotonic()

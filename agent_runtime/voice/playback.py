@@ -71,8 +71,6 @@ class PlaybackBuffer:
             self._cond.notify_all()
         self.session.unsubscribe(self._on_bump)
 
-    # ------------------------------------------------------------------ producer side
-
     def push(self, chunk: SpeechChunk, timeout: float | None = None) -> bool:
         """Queue a chunk; waits while the buffer is full. False when the chunk is (or became) stale."""
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -119,8 +117,6 @@ class PlaybackBuffer:
             out, self._heard_log = self._heard_log, []
             return out
 
-    # ------------------------------------------------------------------ consumer side (audio thread)
-
     def callback(self, outdata: np.ndarray, frames: int, time_info=None, status=None) -> None:
         """sounddevice output callback: fill one block, checking the generation first."""
         with self._cond:
@@ -150,8 +146,6 @@ class PlaybackBuffer:
         outdata[:, 0] = out
         if outdata.shape[1] > 1:
             outdata[:, 1:] = 0.0
-
-    # ------------------------------------------------------------------ internals
 
     def _queued_ms(self) -> float:
         rest = 0 if self._current is None else self._current.samples.size - self._offset

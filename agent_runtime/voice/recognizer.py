@@ -28,11 +28,8 @@ class UtteranceCut:
 
 @dataclass(frozen=True)
 class Hypothesis:
-    """What the recognizer believes was said so far in one utterance.
-
-    t_ms: stream time of the newest audio this hypothesis describes.
-    audio_age_ms: how old that newest audio was (wall clock since it arrived) when this was produced.
-    """
+    """What the recognizer believes was said so far in one utterance; t_ms: the stream time of its newest audio,
+    audio_age_ms: how long ago (wall clock) that audio arrived."""
 
     text: str
     command: str | None
@@ -51,10 +48,8 @@ class Hypothesis:
 class CommandRecognizer:
     """pocketsphinx decoding against the command grammar, one utterance at a time, incrementally.
 
-    Cepstral mean normalization starts from the model's default and only adapts while decoding, so
-    the very first utterance of a session is often misheard ("turn left" -> "shoot"). The first
-    `warmup_utterances` finals are therefore decoded a second time with the adapted CMN (~10 ms).
-    """
+    CMN only adapts while decoding, so a session's first utterance is often misheard ("turn left" -> "shoot"):
+    the first `warmup_utterances` finals are decoded a second time with the adapted CMN (~10 ms)."""
 
     def __init__(self, grammar: str | None = None, warmup_utterances: int = 1):
         import pocketsphinx as ps
@@ -102,11 +97,8 @@ class CommandRecognizer:
 
 @dataclass
 class ListeningPipeline:
-    """Audio blocks in; VAD events and hypotheses out. The same code serves a live mic and a file.
-
-    `push(block, arrival=None)`: `arrival` is the monotonic time the block arrived (a live input
-    callback passes it; files default to "now"), used for each hypothesis's audio age.
-    """
+    """Audio blocks in; VAD events and hypotheses out, for a live mic and a file alike (`push`'s `arrival`: when
+    the block arrived, for each hypothesis's audio age; default now)."""
 
     vad: VoiceActivityDetector = field(default_factory=VoiceActivityDetector)
     recognizer: CommandRecognizer = field(default_factory=CommandRecognizer)
@@ -202,11 +194,8 @@ class ListeningPipeline:
 
 
 class StablePrefix:
-    """Which part of a stream of partial hypotheses may be committed.
-
-    A word prefix is stable once the last `agreement` hypotheses share it, or when the result is
-    final. A later hypothesis that revises a stable word takes it back, so nothing stale stays committed.
-    """
+    """Which part of a stream of partial hypotheses may be committed: a word prefix the last `agreement` ones
+    share, or a final; a later hypothesis that revises a stable word takes it back."""
 
     def __init__(self, agreement: int = 2):
         self.agreement = agreement

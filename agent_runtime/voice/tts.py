@@ -44,11 +44,8 @@ _SYNTH_CALLBACK = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_short),
 
 @dataclass(frozen=True)
 class SpeechChunk:
-    """~60 ms of speech for one utterance of one generation.
-
-    text_span: (start, end) character offsets in the utterance text of the words starting in this
-    chunk (None when no word starts here). created: monotonic time it was synthesized.
-    """
+    """~60 ms of speech for one utterance of one generation; text_span: the character offsets of the words that
+    start in it (None: none does)."""
 
     samples: np.ndarray  # float32 mono at sample_rate
     sample_rate: int
@@ -93,11 +90,8 @@ def _load_library() -> ctypes.CDLL:
 
 
 class EspeakTts:
-    """Speak text as a stream of SpeechChunks handed to `on_chunk` (which returns False to stop).
-
-    `speak(text, generation)` blocks while synthesizing (far faster than real time, but it blocks in
-    `on_chunk` if the playback buffer is full); run it on a worker thread for live use.
-    """
+    """Speak text as a stream of SpeechChunks handed to `on_chunk` (which returns False to stop); `speak` blocks
+    while a full playback buffer does, so live use runs it on a worker thread."""
 
     _library_lock = threading.Lock()  # libespeak-ng has global state
     _initialized_rate = 0
@@ -132,19 +126,14 @@ class EspeakTts:
         self._utterances = 0
         self._job: dict | None = None
 
-    # ------------------------------------------------------------------ public
-
     def abort(self) -> None:
         """Stop the current synthesis at its next chunk (the callback returns 1)."""
         self._abort.set()
 
     def speak(self, text: str, generation: int | None = None,
               on_chunk: Callable[[SpeechChunk], bool] | None = None) -> SynthesisResult:
-        """Synthesize `text` for `generation` (default: current), handing each chunk to `on_chunk`.
-
-        Stops early, returning aborted=True, when `abort()` is called, the generation is bumped, or
-        `on_chunk` returns False.
-        """
+        """Synthesize `text` for `generation` (default: current); aborted when `abort()` is called, the generation
+        moves on or `on_chunk` returns False."""
         generation = self.session.current if generation is None else generation
         with self._lock:
             self._abort.clear()
@@ -173,8 +162,6 @@ class EspeakTts:
         parts: list[np.ndarray] = []
         self.speak(text, on_chunk=lambda c: parts.append(c.samples) or True)
         return np.concatenate(parts) if parts else np.zeros(0, np.float32)
-
-    # ------------------------------------------------------------------ callback
 
     def _on_synth(self, wav, numsamples, events) -> int:
         job = self._job
@@ -218,12 +205,8 @@ class EspeakTts:
 
 
 class TtsWorker:
-    """A thread that speaks queued texts into a sink (usually `PlaybackBuffer.push`).
-
-    Texts are stamped with the generation current when queued; stale ones are skipped (counted).
-    Every interruption (a barge-in, a typed command) reaches it as the "tts" consumer of the session generation:
-    `abort_and_clear()` stops the current synthesis and drops the queue.
-    """
+    """A thread that speaks queued texts, stamped with their generation (stale ones are skipped), into a sink
+    (usually `PlaybackBuffer.push`); every interruption reaches it as the "tts" consumer: `abort_and_clear()`."""
 
     def __init__(self, tts: EspeakTts, sink: Callable[[SpeechChunk], bool],
                  on_result: Callable[[SynthesisResult], None] | None = None):

@@ -70,9 +70,7 @@ class SpeechStarted:
 
 @dataclass(frozen=True)
 class SpeechOnset:
-    """Speech may have begun (not yet confirmed by SpeechStarted): t_ms is the stream time of the window that
-    gave the cue, detected_ms where it ends; cue "vad" (the first window at threshold) or "fricative" (a rise
-    well above the noise floor that sounds like a fricative or a burst, FricativeOnset)."""
+    """Speech may have begun (not yet confirmed by SpeechStarted), cue "vad" or "fricative" (FricativeOnset)."""
 
     t_ms: float
     detected_ms: float
@@ -113,11 +111,9 @@ class VadWindow:
 
 
 class FricativeOnset:
-    """A rise of the level that sounds like a fricative or a burst ("s", "sh", "t"): the window's RMS at least
-    `rise_db` above the noise floor (the quietest window of the last ~1.5 s) and above `min_level_db` dBFS, on
-    the window where it crosses (a steady noise counts once; the floor follows it within ~1.5 s), noise-like
-    (spectral flatness at least `min_flatness`: fricatives and bursts ~0.15-0.6, vowels, tones and hum ~0) and
-    high (at least `min_high` of its power above 2 kHz: fricatives 0.85-1, rumble and brown noise ~0.1)."""
+    """A rise of the level that sounds like a fricative or a burst ("s", "sh", "t"): `rise_db` above the noise
+    floor (the quietest window of ~1.5 s), noise-like (spectral flatness: fricatives ~0.15-0.6, vowels, tones and
+    hum ~0) and high (`min_high` of its power above 2 kHz: fricatives 0.85-1, rumble ~0.1)."""
 
     def __init__(self, rise_db: float = 15.0, min_level_db: float = -45.0, min_flatness: float = 0.1,
                  min_high: float = 0.5, floor_windows: int = 47, min_history: int = 8):
@@ -155,15 +151,9 @@ class FricativeOnset:
 class VoiceActivityDetector:
     """Speech start/stop events from silero probabilities, on blocks of any size.
 
-    Hysteresis: speech starts when `min_speech_ms` of windows reach `threshold`; it stops when
-    `min_silence_ms` of windows stay below `threshold - 0.15`. Stationary noise and tones stay
-    below threshold with silero, so no energy gate is needed.
-
-    Tentative onsets (outside speech): a SpeechOnset at the first cue, "fricative" (FricativeOnset) or "vad" (the
-    first window at threshold; it follows a "fricative" one when that came first), then either SpeechStarted
-    or an OnsetRejected: `onset_quiet_ms` of windows below threshold and near the floor, or no SpeechStarted
-    within `onset_timeout_ms` ("stop" needs up to ~240 ms from its "s" to SpeechStarted).
-    """
+    Speech starts when `min_speech_ms` of windows reach `threshold` and stops after `min_silence_ms` below
+    `threshold - 0.15` (silero keeps noise and tones below threshold: no energy gate). A tentative onset is
+    rejected after `onset_quiet_ms` quiet or `onset_timeout_ms` without SpeechStarted ("stop" needs ~240 ms)."""
 
     def __init__(self, threshold: float = 0.5, min_speech_ms: int = 64, min_silence_ms: int = 256,
                  model: SileroModel | None = None, onset_timeout_ms: int = 320, onset_quiet_ms: int = 128,

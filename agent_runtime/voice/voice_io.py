@@ -51,11 +51,8 @@ class VoiceIO:
                  bus: EventBus | None = None, recording=None, open_input: StreamOpener | None = None,
                  open_output: StreamOpener | None = None, notify: Notify | None = None,
                  retry_s: float = 3.0, stall_s: float = 2.0):
-        """bus: voice events (VAD, ASR partial/final with audio age, TTS chunks, playback, barge-ins, devices lost
-        and restored); recording: a RecordingWriter to keep mic_in.wav and speech_out.wav. open_input/open_output:
-        how to (re)open a device (default: sounddevice, or the device-free backend); a device that fails is reopened
-        every retry_s seconds, and one that delivers nothing for stall_s seconds counts as failed. notify: where the
-        one-line messages go (default stderr)."""
+        """recording: a RecordingWriter for mic_in.wav and speech_out.wav; open_input/open_output: how to (re)open a
+        device; one silent for stall_s counts as failed and is reopened every retry_s; notify: the one-line messages."""
         self.session = session
         self.bus, self.mic_wav, self.speech_wav = None, None, None
         self.attach(bus, recording)
@@ -103,7 +100,6 @@ class VoiceIO:
         self.mic_wav = recording.wav("mic_in", MIC_RATE) if recording is not None else None
         self.speech_wav = recording.wav("speech_out", SPEAKER_RATE) if recording is not None else None
 
-    # -- lifecycle -------------------------------------------------------------------------------
     def start(self) -> None:
         self.t_start = time.monotonic()
         self._threads.append(threading.Thread(target=self._listen, name="voice-listener", daemon=True))
@@ -132,7 +128,6 @@ class VoiceIO:
             if wav is not None:
                 wav.close()
 
-    # -- engine side -----------------------------------------------------------------------------
     def say(self, text: str, generation: int) -> None:
         """Speak a commentary sentence stamped with its generation (stale ones are skipped; none while the
         speaker is lost, so nothing piles up to be spoken late)."""
@@ -151,7 +146,6 @@ class VoiceIO:
         """Commentary text the user actually heard (only this may enter history)."""
         return [h.heard for h in self.playback.drain_heard() if h.heard.strip()]
 
-    # -- audio side ------------------------------------------------------------------------------
     def _on_mic(self, indata, frames, time_info, status) -> None:
         """The input callback (an audio thread): never raises into PortAudio; a failure goes to the device guard."""
         self.devices.alive("input")
@@ -201,8 +195,7 @@ class VoiceIO:
             self.devices.fail("output", e)
 
     def _tts_sink(self, chunk: SpeechChunk) -> bool:
-        self._emit(Kind.TTS_CHUNK, "tts", generation=chunk.generation, text=chunk.text,
-                   duration_ms=chunk.samples.size * 1000.0 / chunk.sample_rate)
+        self._emit(Kind.TTS_CHUNK, "tts", generation=chunk.generation, text=chunk.text, duration_ms=chunk.duration_ms)
         return self.playback.push(chunk)
 
     def _on_synthesis(self, result: SynthesisResult) -> None:
