@@ -101,26 +101,27 @@ def _convert_embedded(target: Path) -> None:
     print(f"converting the embedded model {gguf.name} to a bf16 cache at {target} (once, ~20 s)...",
           file=sys.stderr, flush=True)  # stdout is for results (--json)
     tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    model = AutoModelForCausalLM.from_pretrained(
-        gguf.parent,
-        gguf_file=gguf.name,
-        dtype=torch.bfloat16,
-        quantization_config=GgufConfig(gguf_file=gguf.name, dequantize=True),
-    )
+    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.bfloat16,
+                                                 quantization_config=GgufConfig(gguf_file=gguf.name, dequantize=True))
     if hasattr(model.config, "quantization_config"):
         delattr(model.config, "quantization_config")
     model.hf_quantizer = None
+    _write_cache(target, lambda tmp: (model.save_pretrained(tmp), tok.save_pretrained(tmp)))
+    print(f"converted in {time.monotonic() - t0:.1f} s", file=sys.stderr, flush=True)
+
+
+def _write_cache(target: Path, write) -> None:
+    """`write(tmp)` into a temp directory, sealed, then renamed to `target`: atomic, so a crash never leaves a
+    half-written cache under the real name (kept as it is when another process finished a good one first)."""
     tmp = target.with_name(target.name + f".tmp{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(tmp)
-    tok.save_pretrained(tmp)
+    write(tmp)
     _seal_cache(tmp)
-    if target.exists() and cache_problem(target) is None:  # another process finished first
+    if target.exists() and cache_problem(target) is None:
         shutil.rmtree(tmp, ignore_errors=True)
     else:
         shutil.rmtree(target, ignore_errors=True)  # a corrupt cache being rebuilt
-        os.replace(tmp, target)  # atomic: a crash never leaves a half-written cache under the real name
-    print(f"converted in {time.monotonic() - t0:.1f} s", file=sys.stderr, flush=True)
+        os.replace(tmp, target)
 
 
 def _seal_cache(directory: Path) -> None:
@@ -188,18 +189,11 @@ def _load_merged_embedded(info, dtype: str) -> LoadedModel:
         base = AutoModelForCausalLM.from_pretrained(base_dir, dtype=DTYPES[dtype])
         # used as merged: the cache is for later starts
         model = merge_adapter(base, info, _weight_hash(base, any_precision=True))
-        tmp = target.with_name(target.name + f".tmp{os.getpid()}")
-        shutil.rmtree(tmp, ignore_errors=True)
-        model.save_pretrained(tmp)
-        (tmp / MERGED_NOTE).write_text(json.dumps({"base_weight_hash": info.base_weight_hash, "adapter": info.hash}))
-        _seal_cache(tmp)
-        shutil.rmtree(target, ignore_errors=True)
-        os.replace(tmp, target)
+        note = json.dumps({"base_weight_hash": info.base_weight_hash, "adapter": info.hash})
+        _write_cache(target, lambda tmp: (model.save_pretrained(tmp), (tmp / MERGED_NOTE).write_text(note)))
     if model is None:
         model = AutoModelForCausalLM.from_pretrained(target, dtype=DTYPES[dtype])
-    check_supported(model.config)
-    model.eval()
-    model.requires_grad_(False)
+    model = _ready(model)
     return LoadedModel(model=model, tokenizer=AutoTokenizer.from_pretrained(base_dir), model_id=EMBEDDED_MODEL_ID,
                        weight_hash=_weight_hash(model), adapter=info, base_weight_hash=info.base_weight_hash)
 
@@ -208,31 +202,14 @@ def tiny_config(kind: str):
     """A small random-weight config of a supported architecture, for tests (vocab of the embedded tokenizer)."""
     from transformers import LlamaConfig, Qwen2Config, Qwen3Config
 
-    common = dict(
-        vocab_size=49152,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=4096,
-        tie_word_embeddings=True,
-    )
+    common = dict(vocab_size=49152, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                  num_key_value_heads=2, max_position_embeddings=4096, tie_word_embeddings=True)
     if kind == "llama":
         return LlamaConfig(**common, head_dim=16, rope_theta=10000.0)
     if kind == "llama3":  # llama3 frequency scaling
-        return LlamaConfig(
-            **common,
-            head_dim=16,
-            rope_parameters={
-                "rope_type": "llama3",
-                "rope_theta": 10000.0,
-                "factor": 8.0,
-                "low_freq_factor": 1.0,
-                "high_freq_factor": 4.0,
-                "original_max_position_embeddings": 256,
-            },
-        )
+        return LlamaConfig(**common, head_dim=16, rope_parameters={
+            "rope_type": "llama3", "rope_theta": 10000.0, "factor": 8.0, "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0, "original_max_position_embeddings": 256})
     if kind == "qwen2":
         return Qwen2Config(**common, rope_theta=10000.0, use_sliding_window=False)
     if kind == "qwen3":
@@ -257,6 +234,14 @@ def check_supported(config) -> None:
     layer_types = getattr(config, "layer_types", None) or []
     if any(t != "full_attention" for t in layer_types):
         raise UserError(f"model '{mtype}' uses sliding-window layers, which the view attention runner does not honor yet")
+
+
+def _ready(model: torch.nn.Module) -> torch.nn.Module:
+    """A supported model, frozen for inference."""
+    check_supported(model.config)
+    model.eval()
+    model.requires_grad_(False)
+    return model
 
 
 def _portable_init(model: torch.nn.Module, seed: int, *, std: float) -> None:
@@ -326,13 +311,9 @@ def _load_from_path(path: Path, torch_dtype):
 
 def load_model(spec: str | None = None, *, dtype: str = "auto", seed: int = 0, tokenizer: bool = True,
                adapter: str | None = None) -> LoadedModel:
-    """spec: None (embedded default), a directory with config.json + safetensors, a .gguf file, or tiny:<arch>.
-
-    Tiny random models borrow the embedded tokenizer (same vocabulary size); tokenizer=False skips it.
-    dtype "auto": the precision this machine's CPU path chose (agent_runtime/cpu_path.py).
-    adapter: a LoRA adapter directory from `agent-runtime train`, merged into the weights; "default": the shipped
-    one on the embedded model (none on other weights); "none" or None: no adapter.
-    """
+    """spec: None (embedded default), a directory with config.json + safetensors, a .gguf file, or tiny:<arch>
+    (random weights, the embedded tokenizer). adapter: a directory from `agent-runtime train`, merged into the
+    weights; "default": the shipped one on the embedded model (none on other weights); "none" or None: none."""
     from agent_runtime.adapters import read_adapter, resolve_adapter
 
     adapter = resolve_adapter(adapter, spec)
@@ -364,7 +345,6 @@ def load_model(spec: str | None = None, *, dtype: str = "auto", seed: int = 0, t
         from agent_runtime.adapters import merge_adapter
 
         model = merge_adapter(model, info, base_hash)
-    model.eval()
-    model.requires_grad_(False)
+    model = _ready(model)
     return LoadedModel(model=model, tokenizer=tokenizer, model_id=model_id, weight_hash=_weight_hash(model),
                        adapter=info, base_weight_hash=base_hash)

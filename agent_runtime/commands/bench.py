@@ -246,8 +246,7 @@ def _report_reaction(args, out, result: dict, title: str) -> int:
 
 
 def _print_reaction_table(result: dict) -> None:
-    def f(v, unit=""):
-        return "n/a" if v is None else (f"{v:.0f}{unit}" if isinstance(v, float) else f"{v}{unit}")
+    from agent_runtime.benchmarks.measure import shown as f
 
     cols = ("reaction_ms_p50", "reaction_ms_p95", "reaction_ms_p99", "time_to_first_action_ms", "actions_executed",
             "actions_fenced", "frames_dropped", "kills", "thinker_tokens_per_s", "actions_per_s")
@@ -297,6 +296,7 @@ REALTIME_CLOCK = "realtime (ASYNC_PLAYER, device-free audio in real time)"
 
 
 def _run_voice(args) -> int:
+    from agent_runtime.benchmarks.measure import shown
     from agent_runtime.benchmarks.voice_bench import run_voice_bench
 
     _at_least(args, "--commands", 1)
@@ -306,13 +306,10 @@ def _run_voice(args) -> int:
     with _open_runtime(args, loaded, env_seed=args.seed, clock="realtime") as runtime:
         result = run_voice_bench(runtime.env, runtime, commands=args.commands, seed=args.seed, mode=args.barge_in)
     _stamp(result, info)
-
-    def ms(v):
-        return "n/a" if v is None else f"{v:.0f} ms"
+    ms = [shown(result[f"speech_end_to_action_ms_{q}"], " ms") for q in ("p50", "p95", "max")]
     return _output(args, result, lambda: print(
         f"recognition {result['recognized_correctly']}/{result['commands']}; end of speech -> action executed: "
-        f"p50 {ms(result['speech_end_to_action_ms_p50'])}, p95 {ms(result['speech_end_to_action_ms_p95'])}, "
-        f"max {ms(result['speech_end_to_action_ms_max'])}"))
+        f"p50 {ms[0]}, p95 {ms[1]}, max {ms[2]}"))
 
 
 def _run_soak(args) -> int:
@@ -382,16 +379,15 @@ def _run_play(args) -> int:
 
 
 def _report_play(args, out, result: dict, title: str) -> int:
+    from agent_runtime.benchmarks.measure import shown
     from agent_runtime.benchmarks.play_bench import write_outputs
-
-    def f(v, unit=""):
-        return "n/a" if v is None else f"{v:.1f}{unit}"
 
     def table():
         print(f"{'agent':24s} {'kills':>14s} {'reward':>14s} {'tics':>16s} {'reaction p50':>13s}")
         for name, s in result["agents"].items():
+            p50 = shown(s["reaction_ms_p50"], " ms", ".1f")
             print(f"{name:24s} {s['kills_mean']:6.1f} ± {s['kills_std']:5.1f} {s['reward_mean']:6.1f} ± "
-                  f"{s['reward_std']:5.1f} {s['tics_mean']:7.0f} ± {s['tics_std']:6.0f} {f(s['reaction_ms_p50'], ' ms'):>13s}")
+                  f"{s['reward_std']:5.1f} {s['tics_mean']:7.0f} ± {s['tics_std']:6.0f} {p50:>13s}")
         print(f"plot: {result['plot']}")
     return _output(args, write_outputs(result, out, title), table)
 

@@ -119,8 +119,7 @@ def run(args: argparse.Namespace) -> int:
 
     env = _open_env(config, config.seed)
     try:
-        player = (_ModelPlayer(args, config, env, user_texts) if args.policy in MODEL_POLICIES
-                  else _BaselinePlayer(args, config))
+        player = make_player(args, config, env, user_texts)
     except BaseException:
         env.close()
         raise
@@ -162,7 +161,7 @@ def _play_all(args, config, player, env, record_root, results_file, guard) -> in
                 if args.on_engine_death == "exit":
                     return lost
                 continue
-            _report(args, index, result, results_file, guard)
+            report(args, index + 1, result, results_file, guard)
     finally:
         if env is not None:
             env.close()
@@ -226,22 +225,29 @@ def _play_episode(player, env, seed: int, index: int, record_root: Path | None, 
     return result
 
 
-def _report(args, index: int, result: dict, results_file, guard) -> None:
-    print(
-        f"[{index + 1}/{args.episodes}] {result['tics']} tics, {result['kills']} kills, "
-        f"reward {result['reward']:g}, {result['wall_s']:.1f} s",
-        file=sys.stderr,
-        flush=True,
-    )
+def report(args, done: int, result: dict, results_file, guard=None, where: str = "") -> None:
+    """An episode's result: the progress line (the `done`-th of the run), stdout, results.jsonl."""
+    print(f"[{done}/{args.episodes}] {where}{result['tics']} tics, {result['kills']} kills, "
+          f"reward {result['reward']:g}, {result['wall_s']:.1f} s", file=sys.stderr, flush=True)
     if "recording" in result:
         print(f"recording: {result['recording']}", file=sys.stderr, flush=True)
     print(json.dumps(result) if args.json else _readable(result), flush=True)
-    if results_file is not None and not guard.failed:
-        try:
-            results_file.write(json.dumps(result) + "\n")
-            results_file.flush()
-        except OSError as e:  # a full disk: stdout has the result; the guard's one line says what stopped
-            guard.report(results_file.name, e)
+    if results_file is None or (guard is not None and guard.failed):
+        return
+    try:
+        results_file.write(json.dumps(result) + "\n")
+        results_file.flush()
+    except OSError as e:  # a full disk: stdout has the result; the guard's one line says what stopped
+        if guard is None:
+            raise
+        guard.report(results_file.name, e)
+
+
+def make_player(args, config, env, user_texts: dict[int, str]):
+    """The player of --policy: a model loaded once on `env`, or a baseline."""
+    if args.policy in MODEL_POLICIES:
+        return _ModelPlayer(args, config, env, user_texts)
+    return _BaselinePlayer(args, config)
 
 
 class _BaselinePlayer:

@@ -7,7 +7,6 @@ same actions and recording; results are printed and appended to results.jsonl as
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from contextlib import nullcontext
 from pathlib import Path
@@ -34,8 +33,7 @@ class EpisodeJob:
             decide_once(threads)
         env = episode._open_env(self.config, self.config.seed)
         try:
-            self.player = (episode._ModelPlayer(self.args, self.config, env, self.user_texts)
-                           if self.args.policy in episode.MODEL_POLICIES else episode._BaselinePlayer(self.args, self.config))
+            self.player = episode.make_player(self.args, self.config, env, self.user_texts)
         finally:
             env.close()
         self.guard = WriteGuard(self.args.on_disk_full)
@@ -73,16 +71,7 @@ class _Reporter:
         self.args, self.results_file, self.done = args, results_file, 0
 
     def __call__(self, task: Task, outcome: Outcome, worker) -> None:
-        from agent_runtime.commands.episode import _readable
+        from agent_runtime.commands.episode import report
 
-        result = outcome.result
         self.done += 1
-        print(f"[{self.done}/{self.args.episodes}] episode {task.key} ({worker.name()}): {result['tics']} tics, "
-              f"{result['kills']} kills, reward {result['reward']:g}, {result['wall_s']:.1f} s",
-              file=sys.stderr, flush=True)
-        if "recording" in result:
-            print(f"recording: {result['recording']}", file=sys.stderr, flush=True)
-        print(json.dumps(result) if self.args.json else _readable(result), flush=True)
-        if self.results_file is not None:
-            self.results_file.write(json.dumps(result) + "\n")
-            self.results_file.flush()
+        report(self.args, self.done, outcome.result, self.results_file, where=f"episode {task.key} ({worker.name()}): ")
