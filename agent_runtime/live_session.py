@@ -26,12 +26,8 @@ from agent_runtime.user_text_limits import MAX_PENDING_TYPED_LINES, MAX_USER_TEX
 
 
 class TypedCommands:
-    """Lines typed on stdin while playing (a thread, so the engine never waits for the keyboard).
-
-    Bounded: a line is read at most MAX_USER_TEXT_CHARS at a time (the rest of an endless line is skipped, never
-    held), and at most MAX_PENDING_TYPED_LINES wait for the engine loop (older ones are dropped); each is said
-    once a session with one line.
-    """
+    """Lines typed on stdin while playing (a thread, so the engine never waits for the keyboard). Bounded: at most
+    MAX_USER_TEXT_CHARS of a line (the rest is skipped) and MAX_PENDING_TYPED_LINES waiting (older ones dropped)."""
 
     def __init__(self, stream=None, notify=None):
         self.lines: deque[str] = deque(maxlen=MAX_PENDING_TYPED_LINES)

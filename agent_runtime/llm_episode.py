@@ -22,11 +22,7 @@ def run_llm_episode(env: DoomEnv, runtime: Runtime, *, seed: int | None = None, 
                     user_script: dict | None = None, progress=None, record_path: str | None = None,
                     agent_seed: int = 0, replay_costs: list[float] | None = None, on_decision=None) -> dict:
     """Play one episode with the multi-stream agent; return its result (session_result) and timing metrics.
-
-    user_script: {engine step index: text or UserInput} typed user commands injected during play.
-    replay_costs: charge these step costs (ms, in order) instead of measuring, to re-run a recording exactly.
-    on_decision: the agent's decision hook (MultiStreamAgent), for data collection.
-    """
+    user_script: {engine step: text or UserInput}; replay_costs: step costs (ms) to charge instead of measuring."""
     config = runtime.config
     bounds = TimeBounds.from_budgets(config.budgets)
     world = SyncWorld(env, SessionClock(fixed_cost, replay_costs=replay_costs), bounds)

@@ -135,12 +135,9 @@ class SoakTrial(BargeInTrial):
 
 
 class Director(_Background):
-    """Speaks the script into the microphone and measures each barge-in.
-
-    Every phrase is a voice command, and each bumps the session generation, which stops the remark being decoded:
-    phrases spoken on a fixed beat would leave the agent no time to say anything. So after each phrase the director
-    keeps quiet for `every_s`, then speaks the next one as soon as commentary is audible (a barge-in), or after
-    PATIENCE * every_s more without commentary (a voice command only)."""
+    """Speaks the script into the microphone and measures each barge-in. Every phrase bumps the generation (the
+    remark stops), so a fixed beat would leave the agent nothing to say: after `every_s` of quiet the next phrase
+    comes once commentary is audible (a barge-in), or after PATIENCE * every_s without (a command only)."""
 
     def __init__(self, voice: VoiceIO, mic: ScriptedMicrophone, speaker: BlockSpeaker, phrases: dict, *,
                  every_s: float, seed: int, t0: float, sampler: Sampler, progress):

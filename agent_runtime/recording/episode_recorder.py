@@ -87,12 +87,8 @@ class EpisodeRecording:
         return self.writer.lmp_path
 
     def close(self, end_reason: str | None = None, detail: str | None = None) -> None:
-        """Only after the env that recorded the .lmp is closed.
-
-        end_reason ("interrupted", "terminated", "engine_died"): the episode did not run to its end; the log
-        ends with a session_end event saying why and the manifest says complete: false, so a reader knows
-        the missing rest is not a bug of the recording.
-        """
+        """Only after the env that recorded the .lmp is closed. end_reason (the episode did not run to its end): a
+        session_end event says why and the manifest says complete: false."""
         if self.writer.closed:
             return
         if end_reason is not None:

@@ -58,14 +58,9 @@ def encode_event(event: Event | Mapping[str, Any]) -> str:
 
 
 class EventLogWriter:
-    """An EventBus sink (bus.sinks.append(writer)) that appends one line per event and flushes at once.
-
-    Each line goes straight to the OS page cache (an unbuffered write), which survives the process being killed;
-    a failed write (a full disk) is reported to the guard and ends the log there (the reader skips a line cut
-    short), with nothing left in a buffer to be written later; fsync_every=N
-    also forces it to disk every N events (survives a power cut, costs a few ms each time).
-    Thread-safe: the engine, executor and audio threads may emit concurrently.
-    """
+    """An EventBus sink that appends one line per event, unbuffered, so a killed process loses nothing; a failed
+    write is reported to the guard and ends the log there. fsync_every=N also forces it to disk every N events
+    (survives a power cut, a few ms each). Thread-safe: several threads emit."""
 
     def __init__(self, path: str | Path, *, fsync_every: int | None = None, guard=None):
         """guard: a WriteGuard that a failed write is reported to (the log then stops writing); None: raise."""

@@ -47,12 +47,8 @@ def default_recording_dir(recordings_dir: str | Path = "recordings", scenario: s
 
 
 class RecordingWriter:
-    """The open recording. It is an EventSink too: bus.sinks.append(writer).
-
-    Order at the end: close the DoomEnv first (that finishes the .lmp), then this writer, which stores
-    the .lmp's hash and scenario in the manifest. When the directory's path is too long for the engine,
-    the engine records to a short staging path and close() moves the finished .lmp into the directory.
-    """
+    """The open recording, an EventSink too. Close the DoomEnv first (it finishes the .lmp), then this writer: it
+    stores the .lmp's hash (and moves it in from a short staging path when the directory's is too long)."""
 
     def __init__(self, directory: Path, manifest: Manifest, *, fsync_every: int | None = None,
                  guard: WriteGuard | None = None):

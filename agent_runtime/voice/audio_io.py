@@ -37,10 +37,8 @@ class CallbackTime:
 
 
 def read_wav(path: str | Path) -> tuple[np.ndarray, int]:
-    """Read a PCM WAV as float32 mono in [-1, 1] plus its sample rate; stereo is averaged.
-
-    Raises UserError for a missing file, a file that is not a WAV, or a WAV with no samples.
-    """
+    """A PCM WAV as float32 mono in [-1, 1] (stereo averaged) and its rate; UserError for a missing, non-WAV or
+    empty file."""
     path = Path(path)
     if not path.is_file():
         raise UserError(f"no such file: {path}")
@@ -70,10 +68,8 @@ def read_wav(path: str | Path) -> tuple[np.ndarray, int]:
 
 
 def resample(x: np.ndarray, src_rate: int, dst_rate: int, taps_per_side: int = 16) -> np.ndarray:
-    """Band-limited resampling by a Kaiser-windowed sinc (polyphase, exact rational ratio).
-
-    The cutoff sits at the lower Nyquist frequency so downsampling does not alias; numpy only.
-    """
+    """Band-limited resampling by a Kaiser-windowed sinc (polyphase, exact rational ratio), numpy only; the cutoff
+    sits at the lower Nyquist frequency so downsampling does not alias."""
     x = np.asarray(x, np.float32)
     if src_rate == dst_rate or x.size == 0:
         return x.copy()
@@ -128,10 +124,7 @@ class _DeviceFreeStream:
 
 
 class ArrayMicrophone(_DeviceFreeStream):
-    """A microphone that plays back an array block by block into an input callback.
-
-    `pump()` delivers everything at once (faster than real time); `pump(n_blocks)` delivers n blocks.
-    """
+    """A microphone that plays back an array block by block into an input callback (`pump()`: all at once)."""
 
     def __init__(self, samples: np.ndarray, callback: AudioCallback, blocksize: int = BLOCK_FRAMES,
                  samplerate: int = SAMPLE_RATE):

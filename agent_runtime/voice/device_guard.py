@@ -43,12 +43,8 @@ class _Slot:
 
 
 class AudioDeviceGuard:
-    """Owns the input and output streams: opens them, watches them, reopens them after a failure.
-
-    on_change(kind, stream): the stream of `kind` was lost (None) or (re)opened and started.
-    emit(kind, **payload): an event for the session's recording. notify(line): the one line for the user.
-    refresh(): called before a retry when every device is lost (PortAudio only rescans devices on re-init).
-    """
+    """Owns the input and output streams: opens them, watches them, reopens them after a failure. on_change(kind,
+    stream): lost (None) or (re)opened; refresh(): before a retry with every device lost (PortAudio rescans then)."""
 
     def __init__(self, openers: dict[str, Callable[[], Any]], *, on_change: Callable[[str, Any], None],
                  emit: Callable[..., None], notify: Notify | None = None,

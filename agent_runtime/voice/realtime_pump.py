@@ -12,11 +12,8 @@ from collections.abc import Callable
 
 
 class RealTimePump:
-    """Calls `tick(late_s)` once per `period_s`, at slots first_slot, first_slot + 1, ... after `run()` starts.
-
-    late_s: how far behind its slot the call runs (0 when on time). `stop()` ends the loop before the next
-    call; pass `stop_event` to share one event among several pumps.
-    """
+    """Calls `tick(late_s)` once per `period_s`, at slots first_slot, first_slot + 1, ... after `run()` starts
+    (late_s: how far behind its slot); `stop()` or a shared `stop_event` ends it before the next call."""
 
     def __init__(self, tick: Callable[[float], None], period_s: float, *, first_slot: int = 0,
                  stop_event: threading.Event | None = None):

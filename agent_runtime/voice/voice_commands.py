@@ -53,11 +53,8 @@ def command_for(text: str) -> str | None:
 
 
 def command_to_buttons(command: str, buttons: tuple[str, ...]) -> dict[str, float] | None:
-    """Map a voice command to button values for the scenario's buttons.
-
-    Returns {"TURN_LEFT": 1.0} and so on; {} for STOP (release everything); None when the scenario
-    has no button for it or when the command is not an action (DESCRIBE).
-    """
+    """Button values for a voice command ({"TURN_LEFT": 1.0}, ...); {} for STOP (release everything); None when
+    the scenario has no button for it or the command is not an action (DESCRIBE)."""
     if command in NON_ACTION_COMMANDS:
         return None
     if command == "STOP":
