@@ -74,7 +74,8 @@ class StepOutcome:
 def engine_options(engine) -> dict:
     """MultiStreamAgent keyword arguments from the config's `engine` section."""
     return dict(decision_mode=engine.decision_mode, decision_cadence=engine.decision_cadence, think=engine.think,
-                action_log_in_view=engine.action_log_in_view, temperature=engine.temperature,
+                action_log_in_view=engine.action_log_in_view, signed_bearings=engine.signed_bearings,
+                temperature=engine.temperature,
                 prefill_tokens_per_step=engine.prefill_tokens_per_step,
                 commentary_interval_ms=engine.commentary_interval_ms, commentary_max_tokens=engine.commentary_max_tokens)
 
@@ -83,7 +84,7 @@ class MultiStreamAgent:
     def __init__(self, runner: ModelRunner, tokenizer, grammar: ActionGrammar, budgets: BudgetConfig,
                  generation: SessionGeneration, *, scenario: str, bus: EventBus | None = None, seed: int = 0,
                  think: bool = True, temperature: float = 0.8, prefill_tokens_per_step: int = 96,
-                 action_log_in_view: int | None = 0, user_blocks: int = 2,
+                 action_log_in_view: int | None = 0, signed_bearings: bool = True, user_blocks: int = 2,
                  decision_mode: str = "score", decision_cadence: str = "hold", commentary: bool = False,
                  on_sentence=None,
                  commentary_interval_ms: float = 4000.0, commentary_max_tokens: int = 24, on_decision=None,
@@ -111,7 +112,8 @@ class MultiStreamAgent:
         sample = Sampler(temperature, seed)
         end_tokens = {t for t in (tokenizer.eos_token_id,) if t is not None}
         self.frames = FrameStream(self.store, self.sections, self._encode, TimeBounds.from_budgets(budgets),
-                                  stats=self.stats, emit=self._emit, listened=lambda: self.bus is not None)
+                                  stats=self.stats, emit=self._emit, listened=lambda: self.bus is not None,
+                                  signed=signed_bearings)
         self.user = UserTextStream(self.store, self.sections, max_tokens=max_user_tokens,
                                    max_pending=max_pending_user, stats=self.stats, emit=self._emit,
                                    notice=OncePerKind(notify))

@@ -42,6 +42,7 @@ class SequentialAgent:
     def __init__(self, runtime, generation: SessionGeneration, *, scenario: str, think_tokens: int, seed: int = 0,
                  history_cycles: int = 2, temperature: float = 0.8, source: str = "sequential"):
         self.runner, self.store, self.tok = runtime.runner, runtime.store, runtime.tokenizer
+        self.signed_bearings = runtime.config.engine.signed_bearings
         self.generation, self.think_tokens, self.history_cycles, self.source = generation, think_tokens, history_cycles, source
         self.sample = Sampler(temperature, seed)
         self.scorer = CommandScorer(runtime.grammar, self.tok)
@@ -84,7 +85,7 @@ class SequentialAgent:
         self.latest = None
         view = View(self.store, [self.system] + self.history, name="sequential")
         view.start_own("cycle")
-        frame_tokens = self._enc(FRAME_PREFIX + encode_observation(timed.frame))
+        frame_tokens = self._enc(FRAME_PREFIX + encode_observation(timed.frame, signed=self.signed_bearings))
         if not self.think_tokens:  # no-think: frame and action prompt in one forward, like a multi-stream decision
             return self._decide(view, timed, frame_tokens + self.action_prompt, None)
         tokens = frame_tokens + self.thought_prompt

@@ -5,8 +5,8 @@ Example: "hp 100 ammo 26 | imp left 23 mid; zombieman ahead 2 near"
 Every token of it is reaction time (the tokenizer spends one token per digit), so it says only what a
 decision needs: health, ammo, and per object its side, bearing in whole degrees and a distance band.
 Bearing is the angle from the view direction to the object, positive = to the LEFT (Doom angles grow
-counter-clockwise); the text writes its magnitude after the side word. Distance bands: near (at most
-NEAR_UNITS map units; a player is 32 wide), mid (at most MID_UNITS), far. Only objects on screen are
+counter-clockwise); the text writes its magnitude after the side word ("ahead" near 0: see describe_object).
+Distance bands: near (at most NEAR_UNITS map units; a player is 32 wide), mid (at most MID_UNITS), far. Only objects on screen are
 listed unless privileged=True, which adds off-screen objects from the objects info (never the agent's
 default).
 """
@@ -78,9 +78,12 @@ def distance_band(units: float) -> str:
     return "near" if units <= NEAR_UNITS else ("mid" if units <= MID_UNITS else "far")
 
 
-def describe_object(frame: Frame, obj: ObjectLabel) -> str:
+def describe_object(frame: Frame, obj: ObjectLabel, *, signed: bool = False) -> str:
+    """signed: the side word always says the sign ("left 3"; "ahead" only at 0), which aiming within a few degrees
+    needs; else any |bearing| below AHEAD_DEGREES reads "ahead"."""
     bearing = bearing_degrees(frame, obj)
-    side = "ahead" if abs(bearing) < AHEAD_DEGREES else ("left" if bearing > 0 else "right")
+    ahead = round(abs(bearing)) == 0 if signed else abs(bearing) < AHEAD_DEGREES
+    side = "ahead" if ahead else ("left" if bearing > 0 else "right")
     return f"{short_name(obj.name)} {side} {abs(bearing):.0f} {distance_band(distance_units(frame, obj))}"
 
 
@@ -89,12 +92,14 @@ def encode_status(frame: Frame) -> str:
     return f"hp {frame.health:.0f} ammo {frame.ammo:.0f}"
 
 
-def encode_seen(frame: Frame, *, privileged: bool = False, max_objects: int = MAX_OBJECTS) -> str:
+def encode_seen(frame: Frame, *, privileged: bool = False, max_objects: int = MAX_OBJECTS, signed: bool = False) -> str:
     """What is in view: "obj side deg band; ..." nearest first, or "nothing in view"."""
     objects = visible_objects(frame, privileged=privileged)[:max_objects]
-    return "; ".join(describe_object(frame, o) for o in objects) if objects else "nothing in view"
+    return "; ".join(describe_object(frame, o, signed=signed) for o in objects) if objects else "nothing in view"
 
 
-def encode_observation(frame: Frame, *, privileged: bool = False, max_objects: int = MAX_OBJECTS) -> str:
+def encode_observation(frame: Frame, *, privileged: bool = False, max_objects: int = MAX_OBJECTS,
+                       signed: bool = False) -> str:
     """One line: "hp H ammo A | obj side deg band; ..." (or "| nothing in view")."""
-    return f"{encode_status(frame)} | {encode_seen(frame, privileged=privileged, max_objects=max_objects)}"
+    seen = encode_seen(frame, privileged=privileged, max_objects=max_objects, signed=signed)
+    return f"{encode_status(frame)} | {seen}"

@@ -96,7 +96,7 @@ def _count(tokens: list[int], part: list[int]) -> int:
     return sum(tokens[i:i + len(part)] == part for i in range(len(tokens) - len(part) + 1))
 
 
-@pytest.mark.parametrize("log", [0, 2, None])
+@pytest.mark.parametrize("log", [0, 1, 2, None])
 def test_the_action_view_reads_as_many_of_its_past_decisions_as_configured(log):
     from agent_runtime.prompts import ACTION_PROMPT
 

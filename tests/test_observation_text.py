@@ -88,3 +88,12 @@ def test_short_names():
     assert short_name("MarineChainsawVzd") == "marine"
     assert short_name("HellKnight") == "hell knight"
     assert short_name("BFG9000") == "bfg 9000"
+
+
+def test_signed_bearings_give_every_bearing_a_side():
+    from tests.test_expert_policy import frame_with_monster
+
+    assert encode_observation(frame_with_monster(3.2)) == "hp 0 ammo 20 | imp ahead 3 mid"
+    assert encode_observation(frame_with_monster(3.2), signed=True) == "hp 0 ammo 20 | imp left 3 mid"
+    assert encode_observation(frame_with_monster(-3.2), signed=True) == "hp 0 ammo 20 | imp right 3 mid"
+    assert encode_observation(frame_with_monster(0.3), signed=True) == "hp 0 ammo 20 | imp ahead 0 mid"

@@ -34,6 +34,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=int, help="torch threads (default: the cores actually free)")
     p.add_argument("--fixed-cost", action="store_true",
                    help="charge each engine step a fixed cost per token instead of its measured compute time")
+    p.add_argument("--labeller", choices=("view", "full"), default="view",
+                   help="who labels: view (default), the expert restricted to what the action view holds, whose labels "
+                        "a model can learn; full, the privileged expert of `episode --policy expert`")
     fanout_options.add_arguments(p)  # --workers, --ray-address
 
 
@@ -41,7 +44,7 @@ def _manifest(args, loaded, config, buttons) -> dict:
     return {
         "scenario": args.scenario, "buttons": list(buttons), "model_id": loaded.model_id,
         "model_weight_hash": loaded.base_weight_hash,  # what `train` puts adapters on
-        "adapter": loaded.adapter.hash if loaded.adapter else None, "expert": "expert", "expert_acts": args.expert_acts,
+        "adapter": loaded.adapter.hash if loaded.adapter else None, "expert": "expert" if args.labeller == "full" else "view_expert", "expert_acts": args.expert_acts,
         "seed": args.seed, "max_tics": args.max_tics,
         "clock": "fixed_cost" if args.fixed_cost else "compute", "cpu_path": loaded.cpu.summary(),
         "config": config.model_dump(), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -78,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
             if log.next_episode:
                 print(f"resuming {out}: {log.next_episode} episode(s) already collected", file=sys.stderr, flush=True)
             labeler = ExpertLabeler(env.buttons, log, screen_width=env.resolution[1], words=runtime.grammar.words,
-                                    expert_acts=args.expert_acts)
+                                    expert_acts=args.expert_acts, expert=args.labeller)
             bus = EventBus("collect", keep=False)
             bus.sinks.append(labeler)
             for index in range(log.next_episode, args.episodes):

@@ -49,7 +49,8 @@ class CollectJob:
         self.env, loaded = self.runtime.env, self.runtime.loaded
         require_expressible(self.env)
         self.labeler = ExpertLabeler(self.env.buttons, _EpisodeDecisions(), screen_width=self.env.resolution[1],
-                                     words=self.runtime.grammar.words, expert_acts=self.args.expert_acts)
+                                     words=self.runtime.grammar.words, expert_acts=self.args.expert_acts,
+                                     expert=self.args.labeller)
         self.bus = EventBus("collect", keep=False)
         self.bus.sinks.append(self.labeler)
         return {"model": loaded.model_id, "cpu_path": loaded.cpu.name,

@@ -31,8 +31,8 @@ class FrameEntry:
 class FrameStream(Stream):
     role = "frame"
 
-    def __init__(self, store, sections, encode, bounds: TimeBounds, *, stats, emit, listened):
-        self.store, self.sections, self.encode, self.bounds = store, sections, encode, bounds
+    def __init__(self, store, sections, encode, bounds: TimeBounds, *, stats, emit, listened, signed: bool = False):
+        self.store, self.sections, self.encode, self.bounds, self.signed = store, sections, encode, bounds, signed
         self.stats, self.emit, self.listened = stats, emit, listened
         self.pending: deque[TimedFrame] = deque()
         self.in_view: deque[FrameEntry] = deque()
@@ -72,7 +72,7 @@ class FrameStream(Stream):
             return
         timed = self.pending.pop()
         status_tokens = self._schedule_status(timed, plan)
-        tokens = self.encode(FRAME_PREFIX + encode_seen(timed.frame))
+        tokens = self.encode(FRAME_PREFIX + encode_seen(timed.frame, signed=self.signed))
         block = self.store.create(f"frame{timed.frame.tic}")
         plan.add(self, StreamInput(View(self.store, own=block, name="frame"), tokens, logits="none"), scratch=True)
         plan.budget -= len(tokens) + status_tokens

@@ -1,5 +1,8 @@
 """DAgger labels: the current model plays, the lag-aware expert says what it would do on each decision's frame.
 
+Which expert: "view" (default), the expert restricted to what the action view holds (training/view_expert.py),
+whose labels a model can learn from the view; "full", the privileged expert of `episode --policy expert`.
+
 The labeller watches two things: the agent's decisions (the view tokens the action stream read and the frame
 it decided on) and the executor's action_executed events, which it feeds to the expert as commands in
 flight, so each label accounts for what was already commanded since the frame, as the expert does in play.
@@ -15,19 +18,25 @@ import random
 
 from agent_runtime.action_grammar import NOOP, Command
 from agent_runtime.expert_policy import LagAwareExpertPolicy
+from agent_runtime.training.view_expert import ViewExpert
 from agent_runtime.training.decision_log import Decision, DecisionLog
 from agent_runtime.events import Kind
+
+
+LABELLERS = ("view", "full")
 
 
 class ExpertLabeler:
     """An event sink and a decision hook for one episode at a time."""
 
     def __init__(self, buttons, log: DecisionLog, *, screen_width: int = 160, words: dict | None = None,
-                 expert_acts: float = 0.0):
+                 expert_acts: float = 0.0, expert: str = "view"):
         """words: the grammar's word per command (ActionGrammar.words), needed when the expert acts."""
         if not 0.0 <= expert_acts <= 1.0:
             raise ValueError(f"expert_acts must be in [0, 1], not {expert_acts}")
-        self.expert = LagAwareExpertPolicy(buttons, screen_width=screen_width)
+        if expert not in LABELLERS:
+            raise ValueError(f"expert must be one of {', '.join(LABELLERS)}, not {expert!r}")
+        self.expert = ViewExpert(buttons) if expert == "view" else LagAwareExpertPolicy(buttons, screen_width=screen_width)
         self.log, self.words, self.expert_acts = log, words or {}, expert_acts
         self.rng = random.Random(0)
         self.episode = 0
