@@ -33,7 +33,7 @@ test-cpu-paths: install
 	fi
 
 # DAgger rounds: round 1 lets the expert act (states of good play, which the untrained model never reaches), later
-# rounds let the newest adapter play (its own mistakes); the expert labels every decision; train on all data so far.
+# rounds let the newest adapter play (its own mistakes); the view expert labels every decision; train on all data so far.
 dagger: install
 	@set -e; data=""; adapter=none; mix=1; \
 	for r in $$(seq 1 $(DAGGER_ROUNDS)); do \
@@ -45,11 +45,11 @@ dagger: install
 	  adapter=$(DAGGER_DIR)/adapter-round$$r; \
 	done; echo "newest adapter: $$adapter"
 
-# The shipped adapter (agent_runtime/trained/smollm2-doom): one DAgger round of 12 episodes on defend_the_center in
-# which the expert acts, 200 steps, then copied into the package (its README.md is kept). Seeds 1000+: disjoint from
+# The shipped adapter (agent_runtime/trained/smollm2-doom): one DAgger round of 24 episodes on defend_the_center in
+# which the view expert acts, 300 steps, then copied into the package (its README.md is kept). Seeds 1000+: disjoint from
 # bench play's 0-9.
 adapter: install
-	$(MAKE) dagger DAGGER_ROUNDS=1 DAGGER_EPISODES=12 DAGGER_STEPS=200 DAGGER_SCENARIO=defend_the_center
+	$(MAKE) dagger DAGGER_ROUNDS=1 DAGGER_EPISODES=24 DAGGER_STEPS=300 DAGGER_SCENARIO=defend_the_center
 	cp agent_runtime/trained/smollm2-doom/README.md $(DAGGER_DIR)/adapter-round1/README.md
 	rm -rf agent_runtime/trained/smollm2-doom
 	mkdir -p agent_runtime/trained
