@@ -74,6 +74,11 @@ class TurnModel:
         """Degrees turned by holding `tics` more tics after `held_before` tics of turning."""
         return sum(self.step(held_before + k) for k in range(1, tics + 1))
 
+    def nearest_hold(self, degrees: float, held_before: int = 0, *, shortest: int = 0) -> int:
+        """The hold in shortest..MAX_HOLD_TICS whose turn lands nearest `degrees` (ties: the shorter)."""
+        return min(range(shortest, MAX_HOLD_TICS + 1),
+                   key=lambda n: (abs(abs(degrees) - self.degrees(n, held_before)), n))
+
 
 @dataclass(frozen=True)
 class MoveModel:
@@ -458,9 +463,7 @@ class LagAwareExpertPolicy:
         than not turning. Continues the engine's slow-turn ramp from the turns just executed."""
         if not self.can_turn:
             return None
-        held = self.history.turn_held
-        misses = [abs(abs(bearing) - self.turn_model.degrees(n, held)) for n in range(MAX_HOLD_TICS + 1)]
-        tics = min(range(MAX_HOLD_TICS + 1), key=lambda n: (misses[n], n))
+        tics = self.turn_model.nearest_hold(bearing, self.history.turn_held)
         if tics == 0:
             return None
         self._scan_sign = 1.0 if bearing > 0 else -1.0

@@ -71,7 +71,7 @@ class ViewExpert:
         return TURN_SIGN[command] * (self.turn.degrees(tics) - self.turn.degrees(done)), tics
 
     def _turn(self, bearing: float, held: int) -> tuple[str, int]:
-        tics = min(range(1, MAX_HOLD_TICS + 1), key=lambda n: (abs(abs(bearing) - self.turn.degrees(n, held)), n))
+        tics = self.turn.nearest_hold(bearing, held, shortest=1)
         return ("TURN_LEFT" if bearing > 0 else "TURN_RIGHT"), tics
 
     def _scan(self) -> tuple[str, int]:
