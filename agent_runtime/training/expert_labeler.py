@@ -36,7 +36,8 @@ class ExpertLabeler:
             raise ValueError(f"expert_acts must be in [0, 1], not {expert_acts}")
         if expert not in LABELLERS:
             raise ValueError(f"expert must be one of {', '.join(LABELLERS)}, not {expert!r}")
-        self.expert = ViewExpert(buttons) if expert == "view" else LagAwareExpertPolicy(buttons, screen_width=screen_width)
+        full = expert == "full"
+        self.expert = LagAwareExpertPolicy(buttons, screen_width=screen_width) if full else ViewExpert(buttons)
         self.log, self.words, self.expert_acts = log, words or {}, expert_acts
         self.rng = random.Random(0)
         self.episode = 0
