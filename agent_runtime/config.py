@@ -48,6 +48,9 @@ class EngineConfig(_Strict):
     action_log_in_view: int | None = Field(1, ge=0, le=64)
     # frame lines say the side of every bearing ("imp left 3"); false: within 5 degrees "ahead", without a side
     signed_bearings: bool = True
+    # frames the action stream reads, the newest K of the budgets.frames_in_view the views hold (the view expert
+    # decides from the newest alone, and each older line is ~25 tokens to learn to ignore); null: all of them
+    action_frames_in_view: int | None = Field(1, ge=1, le=64)
     commentary_interval_ms: float = Field(4000.0, ge=0)
     commentary_max_tokens: int = Field(24, ge=1, le=256)
 

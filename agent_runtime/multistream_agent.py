@@ -38,10 +38,10 @@ ALL_SECTIONS = [("system", None), ("user", None), ("commentary", None), ("though
 ACTION_LOG_KEPT = 8  # past decisions (a block each) the actions section keeps for the Thinker
 
 
-def action_sections(action_log_in_view: int | None) -> list[tuple[str, int | None]]:
-    """What the action view reads: its own past decisions only as many as asked (None: the whole log)."""
+def action_sections(action_log_in_view: int | None, frames: int | None = None) -> list[tuple[str, int | None]]:
+    """What the action view reads: its own past decisions and the frames only as many as asked (None: all)."""
     return [("system", None), ("user", None), ("commentary", 1), ("thoughts", 1), ("actions", action_log_in_view),
-            ("status", None), ("frames", None)]
+            ("status", None), ("frames", frames)]
 
 
 @dataclass
@@ -75,7 +75,7 @@ def engine_options(engine) -> dict:
     """MultiStreamAgent keyword arguments from the config's `engine` section."""
     return dict(decision_mode=engine.decision_mode, decision_cadence=engine.decision_cadence, think=engine.think,
                 action_log_in_view=engine.action_log_in_view, signed_bearings=engine.signed_bearings,
-                temperature=engine.temperature,
+                action_frames_in_view=engine.action_frames_in_view, temperature=engine.temperature,
                 prefill_tokens_per_step=engine.prefill_tokens_per_step,
                 commentary_interval_ms=engine.commentary_interval_ms, commentary_max_tokens=engine.commentary_max_tokens)
 
@@ -85,6 +85,7 @@ class MultiStreamAgent:
                  generation: SessionGeneration, *, scenario: str, bus: EventBus | None = None, seed: int = 0,
                  think: bool = True, temperature: float = 0.8, prefill_tokens_per_step: int = 96,
                  action_log_in_view: int | None = 0, signed_bearings: bool = True, user_blocks: int = 2,
+                 action_frames_in_view: int | None = None,
                  decision_mode: str = "score", decision_cadence: str = "hold", commentary: bool = False,
                  on_sentence=None,
                  commentary_interval_ms: float = 4000.0, commentary_max_tokens: int = 24, on_decision=None,
@@ -97,7 +98,8 @@ class MultiStreamAgent:
         about a cut or drop goes (None: events only). on_sentence(text, generation): each finished remark
         sentence (commentary=True). action_log_in_view: how many of its own past decisions the action stream reads
         (0: none, so it cannot copy itself; the Thinker reads the last ACTION_LOG_KEPT); None: the whole log, in
-        blocks of 8 decisions (how recordings made before this setting ran)."""
+        blocks of 8 decisions (how recordings made before this setting ran). action_frames_in_view: the newest
+        frames the action stream reads (None: all the views hold)."""
         whole_log = action_log_in_view is None
         decisions_per_block, kept = (8, 1) if whole_log else (1, max(action_log_in_view, ACTION_LOG_KEPT))
         self.runner, self.store, self.tok, self.grammar = runner, runner.store, tokenizer, grammar
@@ -131,7 +133,7 @@ class MultiStreamAgent:
             context=lambda: self.action.view.blocks[:] if self.frames.in_view else [], on_sentence=on_sentence,
             interval_ms=commentary_interval_ms, max_tokens=commentary_max_tokens, end_tokens=end_tokens)
         self.decoders = [self.action] + ([self.thinker] if think else []) + ([self.commentary] if commentary else [])
-        self.views = [ViewSections(self.action.view, action_sections(action_log_in_view)),
+        self.views = [ViewSections(self.action.view, action_sections(action_log_in_view, action_frames_in_view)),
                       ViewSections(self.thinker.view, ALL_SECTIONS)]
         self._sync_views()
         generation.subscribe("engine", self.on_interruption)

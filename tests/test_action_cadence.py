@@ -112,3 +112,48 @@ def test_the_action_view_reads_as_many_of_its_past_decisions_as_configured(log):
         assert max(seen) > 8 and seen[:5] == [1, 2, 3, 4, 5]
     else:
         assert seen[log + 1:] == [log + 1] * (len(seen) - log - 1) and seen[:log + 1] == list(range(1, log + 2))
+
+
+@pytest.mark.parametrize("cadence", ["hold", "frame"])
+def test_the_previous_command_sits_whole_after_its_own_prompt_even_when_the_next_decision_comes_at_once(cadence):
+    """Cadence "frame" decides on every step, so a command's tokens cannot wait for an idle step to be fed: they
+    must still land after their own prompt in the action log, not at the head of the next decision's block (where
+    the view would read them as part of the newest frame line)."""
+    from agent_runtime.prompts import ACTION_PROMPT
+
+    with DoomEnv("defend_the_center", seed=3) as env:
+        runtime = make_runtime(env, max_action_age_ms=1000.0, engine={"decision_cadence": cadence})
+        scorer = CommandScorer(runtime.grammar, runtime.tokenizer)
+        seen: list[tuple[list[int], object]] = []
+        run_llm_episode(env, runtime, max_tics=200, fixed_cost=FixedCost(),
+                        on_decision=lambda tokens, frame, command: seen.append((tokens, command)))
+    prompt = runtime.tokenizer.encode(ACTION_PROMPT, add_special_tokens=False)
+    assert len(seen) > 20
+    for (_, previous), (tokens, _) in zip(seen, seen[1:]):
+        logged = prompt + scorer.tokens_for(previous)
+        assert _count(tokens, logged) >= 1, runtime.tokenizer.decode(tokens[-40:])
+        assert _count(tokens, prompt) == 2  # the previous decision's, and its own at the very end
+        assert tokens[-len(prompt):] == prompt and _count(tokens[-len(logged) - 8:], logged) == 0
+
+
+@pytest.mark.parametrize("frames", [1, 3, None])
+def test_the_action_view_reads_the_newest_frames_it_is_told_and_the_thinker_all_the_views_hold(frames):
+    with DoomEnv("defend_the_center", seed=3) as env:
+        runtime = make_runtime(env, frames_in_view=4, engine={"action_frames_in_view": frames})
+        agent = MultiStreamAgent(runtime.runner, runtime.loaded.tokenizer, runtime.grammar, runtime.config.budgets,
+                                 SessionGeneration(), scenario=env.scenario,
+                                 action_frames_in_view=runtime.config.engine.action_frames_in_view)
+        try:
+            frame = env.new_episode()
+            for tic in range(6):
+                agent.push_frame(TimedFrame(frame, tic * 28.6))
+                agent.step(tic * 28.6)
+                env.advance(1)
+                frame = env.read_frame()
+            held = agent.sections["frames"]
+            in_action = [b for b in agent.action.view.blocks if any(b is h for h in held)]
+            in_thinker = [b for b in agent.thinker.view.blocks if any(b is h for h in held)]
+        finally:
+            agent.close()
+    assert len(held) == 4 and in_thinker == held
+    assert in_action == held[-(frames or 4):]  # the newest, in order

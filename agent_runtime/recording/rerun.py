@@ -45,7 +45,7 @@ def recorded_step_costs(events: list[Event], source: str) -> list[float]:
 # Recordings made before the action stream chose hold counts, waited for each hold to end and stopped reading its
 # own action log: re-run as they ran.
 LEGACY_ENGINE = {"hold_counts": False, "decision_cadence": "frame", "action_log_in_view": None,
-                 "signed_bearings": False}
+                 "signed_bearings": False, "action_frames_in_view": None}
 
 
 def with_legacy_engine(config: dict) -> dict:

@@ -64,22 +64,23 @@ class ActionStream(Stream):
             if self.unfed:  # the tail of the last command, so other streams see it whole
                 plan.add(self, StreamInput(self.view, self._take_unfed(), logits="none"))
             return
-        if self.decisions_in_block >= self.decisions_per_block:
-            self._roll_over()
+        tail = self._roll_over() if self.decisions_in_block >= self.decisions_per_block else None
         self.frame, self.generation, self.last_frame_tic = newest, plan.generation, newest.frame.tic
         if self.mode == "decode":
             self.decoder = self.grammar.start()
             plan.add(self, StreamInput(self.view, self._take_unfed() + self.prompt + self.decoder.forced_prefix()))
-            return
-        plan.add(self, StreamInput(self.view, self._take_unfed() + self.prompt, logits="last"))
-        for branch in self.scorer.branch_inputs(self.view):
-            plan.add(self, branch, role=branch.view.name, scratch=True)
+        else:
+            plan.add(self, StreamInput(self.view, self._take_unfed() + self.prompt, logits="last"))
+            for branch in self.scorer.branch_inputs(self.view):
+                plan.add(self, branch, role=branch.view.name, scratch=True)
+        if tail is not None:  # last, so postprocess reads the prompt's and the branches' logits as before
+            plan.add(self, tail, role="action_log", scratch=True)
 
     def postprocess(self, logits: list, plan: StepPlan) -> Action | None:
         if logits[0] is None:
             return None
         if self.mode == "score":
-            command, self.unfed = self.scorer.best(logits[0], logits[1:])
+            command, self.unfed = self.scorer.best(logits[0], logits[1:1 + len(self.scorer.branches)])
         else:
             if self.decoder is None:
                 return None
@@ -109,12 +110,20 @@ class ActionStream(Stream):
         tokens, self.unfed = self.unfed, []
         return tokens
 
-    def _roll_over(self) -> None:
+    def _roll_over(self) -> StreamInput | None:
+        """The full block joins the action log and a fresh one starts. The previous command's tokens not fed yet
+        (its decision came on the very next step) still go into the block of its prompt, in this same forward: the
+        input returned, on a scratch view of the view as it was."""
+        tail = None
+        if self.unfed:
+            tail = StreamInput(View(self.view.store, self.view.blocks, own=self.view.own, name="action_log"),
+                               self._take_unfed(), logits="none")
         block = self.view.detach_own()
         self.view.start_own("actions")
         self.sections.add("actions", block)
         self.decisions_in_block = 0
         self.on_change()
+        return tail
 
     def close(self) -> None:
         self.view.close()
