@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from os.path import commonprefix  # of any sequences: here, lists of words
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -218,9 +219,9 @@ class StablePrefix:
         if final:
             new_stable = words
         elif len(self._recent) < self.agreement:
-            new_stable = _common_prefix([self.stable_words, words]) if self.stable_words else []
+            new_stable = commonprefix([self.stable_words, words]) if self.stable_words else []
         else:
-            new_stable = _common_prefix(list(self._recent))
+            new_stable = commonprefix(list(self._recent))
             # never un-commit words still agreed by the newest hypothesis unless it revised them
             if len(new_stable) < len(self.stable_words) and words[: len(self.stable_words)] == self.stable_words:
                 new_stable = self.stable_words
@@ -238,15 +239,3 @@ class StablePrefix:
             return command
         longer = [p for p in PHRASES if p != text and p.startswith(text + " ")]
         return None if longer else command
-
-
-def _common_prefix(seqs: list[list[str]]) -> list[str]:
-    if not seqs:
-        return []
-    out = []
-    for items in zip(*seqs):
-        if all(w == items[0] for w in items):
-            out.append(items[0])
-        else:
-            break
-    return out

@@ -79,9 +79,7 @@ class SynthesisResult:
 
 
 def _load_library() -> ctypes.CDLL:
-    for name in ("libespeak-ng.so.1", ctypes.util.find_library("espeak-ng"), "libespeak-ng.so"):
-        if not name:
-            continue
+    for name in filter(None, ("libespeak-ng.so.1", ctypes.util.find_library("espeak-ng"), "libespeak-ng.so")):
         try:
             return ctypes.CDLL(name)
         except OSError:

@@ -204,31 +204,33 @@ class VoiceActivityDetector:
         event: VadEvent | None = None
         onset: OnsetEvent | None = None
         if not self.in_speech:
-            if p >= self.threshold:
-                if self._run == 0:
-                    self._run_start_ms = start_ms
-                self._run += 1
-                if self._run >= self.min_speech_windows:
-                    self.in_speech, self._run = True, 0
-                    self._speech_start_ms = self._run_start_ms
-                    event = SpeechStarted(self._run_start_ms, end_ms)
-            else:
+            if p < self.threshold:
                 self._run = 0
+            elif self._vote(start_ms, self.min_speech_windows):
+                self.in_speech = True
+                self._speech_start_ms = self._run_start_ms
+                event = SpeechStarted(self._run_start_ms, end_ms)
             if event is None:
                 onset = self._tentative(p, fricative, start_ms, end_ms)
             else:
                 self._onset_ms = None  # the tentative onset, if any, is confirmed
-        else:
-            if p < self.neg_threshold:
-                if self._run == 0:
-                    self._run_start_ms = start_ms
-                self._run += 1
-                if self._run >= self.min_silence_windows:
-                    self.in_speech, self._run = False, 0
-                    event = SpeechStopped(self._run_start_ms, end_ms, self._speech_start_ms)
-            elif p >= self.threshold:
-                self._run = 0
+        elif p < self.neg_threshold:
+            if self._vote(start_ms, self.min_silence_windows):
+                self.in_speech = False
+                event = SpeechStopped(self._run_start_ms, end_ms, self._speech_start_ms)
+        elif p >= self.threshold:
+            self._run = 0
         return VadWindow(window, end_ms, event, onset)
+
+    def _vote(self, start_ms: float, needed: int) -> bool:
+        """One more window in a row voting for a state change; True (the run starts over) once `needed` did."""
+        if self._run == 0:
+            self._run_start_ms = start_ms
+        self._run += 1
+        if self._run < needed:
+            return False
+        self._run = 0
+        return True
 
     def _tentative(self, p: float, fricative: bool, start_ms: float, end_ms: float) -> OnsetEvent | None:
         """Open, cue or reject a tentative onset, in a window outside speech that did not start it."""

@@ -36,11 +36,9 @@ _DELTA_FALLBACK = {
 }
 
 
-def jsgf_grammar(phrases: dict[str, str] | None = None) -> str:
+def jsgf_grammar() -> str:
     """The JSGF text pocketsphinx decodes against: one public rule, one alternative per phrase."""
-    phrases = PHRASES if phrases is None else phrases
-    alternatives = " | ".join(phrases)
-    return f"#JSGF V1.0;\ngrammar commands;\npublic <command> = {alternatives} ;\n"
+    return f"#JSGF V1.0;\ngrammar commands;\npublic <command> = {' | '.join(PHRASES)} ;\n"
 
 
 def normalize(text: str) -> str:
