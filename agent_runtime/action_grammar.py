@@ -64,9 +64,14 @@ class _Node:
     command: Command | None = None  # set on leaves
 
 
-def expressible(button: str) -> bool:
+def check_expressible(buttons, scenario: str) -> None:
     """Binary buttons only: delta buttons (…_DELTA) take a continuous value the grammar does not speak."""
-    return not button.endswith("_DELTA")
+    bad = [b for b in buttons if b.endswith("_DELTA")]
+    if bad:
+        raise UserError(
+            f"{scenario} has button(s) {', '.join(bad)} that the action grammar cannot express "
+            "(only binary buttons such as ATTACK, TURN_LEFT, MOVE_FORWARD); pick a scenario without delta buttons"
+        )
 
 
 class ActionGrammar:
@@ -74,12 +79,7 @@ class ActionGrammar:
                  hold_counts: bool = False, scenario: str = "scenario"):
         """hold_counts: score mode chooses among every command at every hold 1..max_hold_tics ("left 3"), not
         the words alone at default_tics."""
-        bad = [b for b in buttons if not expressible(b)]
-        if bad:
-            raise UserError(
-                f"{scenario} has button(s) {', '.join(bad)} that the action grammar cannot express "
-                "(only binary buttons such as ATTACK, TURN_LEFT, MOVE_FORWARD); pick a scenario without delta buttons"
-            )
+        check_expressible(buttons, scenario)
         if not buttons:
             raise UserError(f"{scenario} has no buttons for the action stream to press")
         self.buttons = tuple(buttons)

@@ -8,6 +8,17 @@ from pathlib import Path
 
 from agent_runtime.errors import UserError
 
+ADAPTER_HELP = ("LoRA adapter from `agent-runtime train`, merged at load (default: the config's model.adapter, the "
+                "shipped one; `none`: the untrained model)")
+
+
+def add_on_disk_full(p, run: str) -> None:
+    """--on-disk-full for a command whose `run` ("run", "session") records."""
+    p.add_argument("--on-disk-full", choices=("continue", "stop"), default="continue",
+                   help=f"when a recording cannot be written mid-{run} (a full or unwritable disk; one line says so "
+                        "and what was written stays readable): continue = play on without recording (default); "
+                        f"stop = end the {run} cleanly after the current step, exit code 1")
+
 
 def check_scenario(name: str) -> None:
     """A scenario name or .cfg that does not resolve is a UserError naming the choices."""
@@ -21,14 +32,16 @@ def check_scenario(name: str) -> None:
 
 def require_expressible(env) -> None:
     """Model policies speak in grammar commands: a scenario with delta buttons is a UserError up front."""
-    from agent_runtime.action_grammar import expressible
+    from agent_runtime.action_grammar import check_expressible
 
-    bad = [b for b in env.buttons if not expressible(b)]
-    if bad:
-        raise UserError(
-            f"{env.scenario} has button(s) {', '.join(bad)} that the action grammar cannot express "
-            "(only binary buttons such as ATTACK, TURN_LEFT, MOVE_FORWARD); pick a scenario without delta buttons"
-        )
+    check_expressible(env.buttons, env.scenario)
+
+
+def at_least(args, flag: str, minimum: int) -> None:
+    """A value of `flag` below `minimum` is a UserError (an optional flag left unset passes)."""
+    value = getattr(args, flag[2:].replace("-", "_"))
+    if value is not None and value < minimum:
+        raise UserError(f"{flag} must be at least {minimum} (got {value})")
 
 
 def print_progress(report: dict) -> None:

@@ -6,7 +6,7 @@ import argparse
 import json
 
 from agent_runtime import fanout
-from agent_runtime.commands import check_scenario, writable_dir
+from agent_runtime.commands import at_least, check_scenario, writable_dir
 from agent_runtime.errors import UserError
 from agent_runtime.fanout import options as fanout_options
 
@@ -114,12 +114,6 @@ def _soak_arguments(sub) -> None:
                     help="also write the result as JSON to PATH (no PATH: print it as one JSON object on stdout)")
 
 
-def _at_least(args, flag: str, minimum: int) -> None:
-    value = getattr(args, flag[2:].replace("-", "_"))
-    if value < minimum:
-        raise UserError(f"{flag} must be at least {minimum} (got {value})")
-
-
 def _load(args, *, clock: str, threads: int | None = None, device: str = "cpu"):
     """Threads, model and the machine header every benchmark prints first."""
     from agent_runtime.benchmarks.measure import machine_info, print_header
@@ -173,7 +167,7 @@ def _output(args, result: dict, report, json_path=None) -> int:
 def _run_kv(args) -> int:
     from agent_runtime.benchmarks.kv_bench import KVBench, plot_streams
 
-    _at_least(args, "--repeats", 3)
+    at_least(args, "--repeats", 3)
     out = writable_dir(args.out, "--out")
     loaded, info = _load(args, clock="wall", threads=args.threads, device=args.device)
     loaded.model.to(args.device)
@@ -233,8 +227,8 @@ def _run_reaction(args) -> int:
 
         return run_reaction_bench_on_ray(args)
 
-    _at_least(args, "--episodes", 1)
-    _at_least(args, "--think-tokens", 1)
+    at_least(args, "--episodes", 1)
+    at_least(args, "--think-tokens", 1)
     return _play_episodes(args, on_ray, here, _report_reaction)
 
 
@@ -263,7 +257,7 @@ def _print_reaction_table(result: dict) -> None:
 def _run_memory(args) -> int:
     from agent_runtime.benchmarks.memory_soak import plot_memory, run_memory_soak
 
-    _at_least(args, "--frames", 10)
+    at_least(args, "--frames", 10)
     check_scenario(args.scenario)
     out = writable_dir(args.out, "--out")
     loaded, info = _load(args, clock="fixed_cost" if args.fixed_cost else "compute")
@@ -282,7 +276,7 @@ def _run_interrupt(args) -> int:
     from agent_runtime.benchmarks.interrupt_bench import print_report, run_interrupt_bench
     from agent_runtime.benchmarks.measure import machine_info, print_header
 
-    _at_least(args, "--barge-ins", 1)
+    at_least(args, "--barge-ins", 1)
     out = writable_dir(args.out, "--out")
     info = machine_info("none (audio only)", 1, clock="real time (device-free audio backend)", device="cpu")
     info["audio"] = "speaker 1024 frames @ 22050 Hz, mic 512 samples @ 16 kHz, espeak-ng + silero + pocketsphinx"
@@ -299,7 +293,7 @@ def _run_voice(args) -> int:
     from agent_runtime.benchmarks.measure import shown
     from agent_runtime.benchmarks.voice_bench import run_voice_bench
 
-    _at_least(args, "--commands", 1)
+    at_least(args, "--commands", 1)
     check_scenario(args.scenario)
     # the free cores, as in live: the real-time game and audio take well under half a core
     loaded, info = _load(args, clock=REALTIME_CLOCK, threads=args.threads)
@@ -373,7 +367,7 @@ def _run_play(args) -> int:
 
         return run_play_bench_on_ray(args, agents)
 
-    _at_least(args, "--episodes", 1)
+    at_least(args, "--episodes", 1)
     agents = _play_agents(args.agents)
     return _play_episodes(args, on_ray, here, _report_play)
 

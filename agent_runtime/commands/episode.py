@@ -14,7 +14,8 @@ from pathlib import Path
 from envs.engine_guard import EngineDied, EngineHung
 
 from agent_runtime import signals
-from agent_runtime.commands import check_scenario, print_progress, require_expressible, writable_dir
+from agent_runtime.commands import (ADAPTER_HELP, add_on_disk_full, at_least, check_scenario, print_progress,
+                                    require_expressible, writable_dir)
 from agent_runtime.errors import UserError, first_line
 from agent_runtime import fanout
 from agent_runtime.fanout import options as fanout_options
@@ -42,8 +43,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object per episode on stdout, nothing else")
     p.add_argument("--model", help="model: a safetensors directory, a .gguf file or tiny:llama (default: the config's, "
                                    "else the embedded SmolLM2-135M-Instruct)")
-    p.add_argument("--adapter", help="LoRA adapter from `agent-runtime train`, merged at load (default: the config's "
-                                     "model.adapter, the shipped one; `none`: the untrained model)")
+    p.add_argument("--adapter", help=ADAPTER_HELP)
     p.add_argument("--think-tokens", type=int, default=64, help="sequential policy: thought tokens per cycle (default 64)")
     p.add_argument("--fixed-cost", action="store_true",
                    help="charge each engine step a fixed cost per token instead of its measured compute time (deterministic)")
@@ -52,10 +52,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="when the ViZDoom engine dies or hangs mid-episode (its recording is closed as incomplete "
                         "either way): exit = stop with exit code 1 (default); continue = go on with the next "
                         "episode on a fresh engine, and exit 1 at the end")
-    p.add_argument("--on-disk-full", choices=("continue", "stop"), default="continue",
-                   help="when a recording cannot be written mid-run (a full or unwritable disk; one line says so and "
-                        "what was written stays readable): continue = play on without recording (default); "
-                        "stop = end the run cleanly after the current step, exit code 1")
+    add_on_disk_full(p, "run")
     p.add_argument("--user-text", action="append", metavar="STEP:TEXT",
                    help="llm policy: type TEXT to the agent at engine step STEP (repeatable); a command such as "
                         "TURN_LEFT or 'ATTACK 3' also acts at once. Recorded as user_input, replayed by --rerun")
@@ -63,16 +60,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _check_args(args: argparse.Namespace) -> None:
-    if args.episodes < 1:
-        raise UserError(f"--episodes must be at least 1 (got {args.episodes})")
-    if args.max_tics is not None and args.max_tics < 1:
-        raise UserError(f"--max-tics must be at least 1 (got {args.max_tics})")
+    at_least(args, "--episodes", 1)
+    at_least(args, "--max-tics", 1)
     if args.lag_tics < 0:
         raise UserError(f"--lag-tics must be 0 or more (got {args.lag_tics})")
-    if args.think_tokens < 1:
-        raise UserError(f"--think-tokens must be at least 1 (got {args.think_tokens})")
-    if args.threads is not None and args.threads < 1:
-        raise UserError(f"--threads must be at least 1 (got {args.threads})")
+    at_least(args, "--think-tokens", 1)
+    at_least(args, "--threads", 1)
     if args.user_text and args.policy != "llm":
         raise UserError("--user-text is for the llm policy")
 

@@ -7,7 +7,7 @@ import json
 import os
 import sys
 
-from agent_runtime.commands import check_scenario, print_progress, require_expressible
+from agent_runtime.commands import ADAPTER_HELP, add_on_disk_full, check_scenario, print_progress, require_expressible
 from agent_runtime.errors import UserError
 
 
@@ -25,15 +25,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--input-device", help="microphone device index or name (default: the config's voice.input_device; "
                                           "see `python -m sounddevice`)")
     p.add_argument("--output-device", help="speaker device index or name (default: the config's voice.output_device)")
-    p.add_argument("--adapter", help="LoRA adapter from `agent-runtime train`, merged at load (default: the config's "
-                                     "model.adapter, the shipped one; `none`: the untrained model)")
+    p.add_argument("--adapter", help=ADAPTER_HELP)
     p.add_argument("--json", action="store_true", help="print the session result as JSON")
     p.add_argument("--out", help="directory for the session recording (default: the config's recordings_dir)")
     p.add_argument("--no-record", action="store_true", help="do not write a recording")
-    p.add_argument("--on-disk-full", choices=("continue", "stop"), default="continue",
-                   help="when the recording cannot be written mid-session (a full or unwritable disk; one line says "
-                        "so and what was written stays readable): continue = play on without recording (default); "
-                        "stop = end the session cleanly after the current step, exit code 1")
+    add_on_disk_full(p, "session")
 
 
 def _device(value):
