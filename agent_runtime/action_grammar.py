@@ -1,12 +1,8 @@
 """Constrained decoding of controller commands: only valid commands for the scenario's buttons can come out.
 
-The model reads and writes a command as a plain word for its button, alone or with a hold count and a
-newline, e.g. " left 3\n" for TURN_LEFT held 3 tics. The words are chosen to be one token each where the
-tokenizer allows (fire, left, right, forward, wait): a decision among one-token commands is scored from
-the action prompt's last logits alone, with no branch rows in the forward, and the command it leaves in
-the action log costs one token to feed. Events, recordings and typed commands keep the button names.
-All command strings are tokenized once into a token trie; at each decode step only the children of the
-current trie node are allowed, and runs of forced tokens (a single child) are appended without asking.
+The model reads and writes a plain word per button, alone or with a hold count (" left 3\n": TURN_LEFT for 3
+tics); the words are one token each where the tokenizer allows, so most decisions are scored from the prompt's
+last logits alone. Events, recordings and typed commands keep the button names.
 """
 
 from __future__ import annotations

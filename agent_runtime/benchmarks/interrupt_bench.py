@@ -1,10 +1,8 @@
 """`bench interrupt`: how fast spoken commentary goes silent when the user talks over it, in real time.
 
-VoiceIO pumps the device-free speaker and microphone (scripted_voice) while its TtsWorker speaks queued
-commentary; at a random moment while it plays, a synthesized user phrase is mixed into the microphone. Per
-barge-in: VAD detection (the tentative onset where the mode pauses on it, as live) and the generation bump to the
-first silent block handed to the speaker, in ms and blocks (0: the very next block), and the late chunks of the
-interrupted generation dropped instead of played. A real device adds its own output latency on top.
+A synthesized user phrase is mixed into the device-free microphone at a random moment of the commentary; per
+barge-in, VAD detection and the generation bump to the first silent speaker block (ms and blocks). A real
+device adds its own output latency on top.
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
 """`bench soak`: a long real-time live session with scripted voice commands and barge-ins; does it stay flat?
 
-`run_live` plays in real time with commentary on, on VoiceIO's device-free audio backend (pumped one block per
-audio period, as a sound card would). A director thread speaks a scripted phrase (espeak-ng, another voice than
-the agent's) right after commentary becomes audible, at least `every_s` after the last one: most phrases are
-barge-ins, all are voice commands. Measured in the first fifth of the run vs the last: process RSS and KV pages
-in use (sampled each second), action_executed frame age p95, and barge-in p95 from the speech ONSET in the
-injected audio (its first sample above 2% of the peak, on the pump's clock) to the first silent speaker block,
-so VAD detection is included (detection -> silence, what `bench interrupt` reports, is kept beside it). Every
-event must carry consecutive sequence numbers: one never seen is a gap.
-
-The microphone and the speaker stream instead of keeping audio (a 30-minute ArrayMicrophone would hold 115 MB,
-a RecordingSpeaker ~160 MB), which would count as the runtime's RSS growth; what the soak keeps is bounded.
+The first fifth of the run against the last: RSS, KV pages, reaction p95 and barge-in p95 from the speech onset
+(VAD detection included); every event's sequence number must arrive. The microphone and speaker stream instead
+of keeping audio (30 minutes of it would be ~275 MB of RSS growth that is not the runtime's): what it keeps is
+bounded.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """Barge-in: the user talks over the agent's commentary, and the commentary stops at once.
 
-An interruption is one bump of the session generation (generation.py: TTS aborts, playback goes silent), then
-the engine's hook stops commentary decoding. With open speakers the agent's own voice reaches the microphone,
-so modes: "pause_confirm" pauses on VAD onset and confirms by a command or continued speech (else resumes);
-"half_duplex" does not listen while the agent talks; "immediate" interrupts on VAD onset (headphones).
-`onset_cues` (live: "immediate") pauses at a tentative SpeechOnset (vad.py) that SpeechStarted confirms and
-OnsetRejected resumes: only the reversible pause moves earlier. The "fricative" cue is for headsets only.
+An interruption is one bump of the session generation (generation.py). Open speakers let the agent's own voice
+reach the microphone, hence the modes: "pause_confirm" pauses on VAD onset and confirms by a command or continued
+speech; "half_duplex" does not listen while the agent talks; "immediate" interrupts on VAD onset (headphones).
 """
 
 from __future__ import annotations
