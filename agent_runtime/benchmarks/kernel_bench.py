@@ -16,7 +16,7 @@ def _timed(fn, device: str, repeats: int) -> float:
     """Median seconds per call (CUDA events on the GPU, perf_counter elsewhere)."""
     import statistics
 
-    from agent_runtime.benchmarks.measure import timed
+    from agent_runtime.clocks import measured
 
     fn()  # warm-up / compile
     samples = []
@@ -29,7 +29,7 @@ def _timed(fn, device: str, repeats: int) -> float:
             torch.cuda.synchronize()
             samples.append(start.elapsed_time(end) / 1000.0)
         else:
-            samples.append(timed(fn))
+            samples.append(measured(fn)[1])
     return statistics.median(samples)
 
 

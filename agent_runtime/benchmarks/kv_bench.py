@@ -14,7 +14,8 @@ import random
 
 import torch
 
-from agent_runtime.benchmarks.measure import Timing, progress, pyplot, save_figure, timed
+from agent_runtime.benchmarks.measure import Timing, progress, pyplot, save_figure
+from agent_runtime.clocks import measured
 from agent_runtime.kv_block_store import KVBlockStore
 from agent_runtime.model_loader import LoadedModel
 from agent_runtime.model_runner import ModelRunner, StreamInput
@@ -81,9 +82,9 @@ class KVBench:
         for _ in range(3):  # warm-up
             plain_step(); self.runner.forward([StreamInput(view8, [7])]); self.runner.forward([StreamInput(view1, [7])])
         for r in range(self.repeats):  # interleaved so drift hits all three alike
-            samples["plain"].append(timed(plain_step))
-            samples["view8"].append(timed(lambda: self.runner.forward([StreamInput(view8, [7])])))
-            samples["view1"].append(timed(lambda: self.runner.forward([StreamInput(view1, [7])])))
+            samples["plain"].append(measured(plain_step)[1])
+            samples["view8"].append(measured(lambda: self.runner.forward([StreamInput(view8, [7])]))[1])
+            samples["view1"].append(measured(lambda: self.runner.forward([StreamInput(view1, [7])]))[1])
         progress(f"(a) decode at {per * self.blocks} tokens: view of {self.blocks} blocks {Timing(samples['view8']).ms()}, "
                  f"contiguous (transformers cache) {Timing(samples['plain']).ms()}")
         t = {k: Timing(v) for k, v in samples.items()}
@@ -109,11 +110,11 @@ class KVBench:
             view.start_own("own")
             for b in (a, m, t):
                 self.store.release(b)
-            drop_s.append(timed(lambda: view.drop(m)))
+            drop_s.append(measured(lambda: view.drop(m))[1])
             # the alternative without block-local keys: recompute every token after the dropped block
             redo = View(self.store, [a])
             redo.start_own("redo")
-            recompute_s.append(timed(lambda: self.runner.prefill(redo, tail)))
+            recompute_s.append(measured(lambda: self.runner.prefill(redo, tail))[1])
             view.close(); redo.close()
         d, r = Timing(drop_s), Timing(recompute_s)
         progress(f"(b) drop a middle block {d.median * 1e6:.1f} us vs recompute {self.suffix} tokens {r.ms()}")
@@ -133,7 +134,7 @@ class KVBench:
         samples = {n: [] for n in counts}
         for _ in range(rounds):
             for n in counts:
-                samples[n].append(timed(lambda: self.runner.forward([StreamInput(v, [7]) for v in views[n]])))
+                samples[n].append(measured(lambda: self.runner.forward([StreamInput(v, [7]) for v in views[n]]))[1])
         rates = {n: n / Timing(samples[n]).median for n in counts}
         for n in counts:
             progress(f"(c) {n} streams: {rates[n]:.1f} tokens/s (step {Timing(samples[n]).ms()})")
@@ -163,7 +164,7 @@ class KVBench:
             step(rows)  # warm-up
         for _ in range(rounds):
             for rows in samples:
-                samples[rows].append(timed(lambda: step(rows)))
+                samples[rows].append(measured(lambda: step(rows))[1])
         one, four = Timing(samples[1]), Timing(samples[4])
         progress(f"(c) bound: the {len(modules)} linear layers alone, 1 row {one.ms()} vs 4 rows {four.ms()}")
         return {"linears_ms_1": one.median * 1e3, "linears_ms_4": four.median * 1e3,

@@ -5,7 +5,6 @@ from __future__ import annotations
 import platform
 import statistics
 import sys
-import time
 from dataclasses import dataclass
 
 from agent_runtime.percentiles import summarize
@@ -28,12 +27,6 @@ class Timing:
     def ms(self) -> str:
         lo, hi = self.spread
         return f"{self.median * 1e3:.2f} ms [{lo * 1e3:.2f}..{hi * 1e3:.2f}]"
-
-
-def timed(fn) -> float:
-    t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
 
 
 def machine_info(model_id: str, threads: int, clock: str, device: str = "cpu", cpu=None) -> dict:

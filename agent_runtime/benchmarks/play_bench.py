@@ -10,9 +10,8 @@ import json
 import statistics
 from pathlib import Path
 
-import numpy as np
-
 from agent_runtime.benchmarks.measure import progress, pyplot, save_figure
+from agent_runtime.percentiles import percentile
 
 MODEL_AGENTS = ("multi_stream", "multi_stream_untrained", "sequential", "no_think")
 PLAYERS = ("scripted", "expert", "random")
@@ -28,7 +27,7 @@ def summarize(runs: list[dict]) -> dict:
     for key, name in (("kills", "kills"), ("reward", "reward"), ("tics", "tics")):
         out[f"{name}_mean"], out[f"{name}_std"] = _mean_std([float(r[key]) for r in runs])
     samples = [x for r in runs for x in r.get("reaction_samples_ms", [])]
-    out["reaction_ms_p50"] = float(np.percentile(samples, 50)) if samples else None
+    out["reaction_ms_p50"] = percentile(samples, 50)
     out["kills_per_episode"] = [r["kills"] for r in runs]
     return out
 

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
-from agent_runtime.benchmarks.measure import progress, pyplot, save_figure
+from agent_runtime.benchmarks.measure import progress, pyplot, save_figure, shown
 from agent_runtime.benchmarks.play_bench import play_interleaved, play_model_episode
+from agent_runtime.percentiles import percentile
 
 AGENTS = ("multi_stream", "sequential", "no_think")
 
@@ -23,18 +24,14 @@ def _summary(episodes: list[dict], think_tokens: int) -> dict:
     per_episode_p50 = [e["reaction_ms_p50"] for e in episodes if e["reaction_ms_p50"] is not None]
     session_s = sum(e["session_ms"] for e in episodes) / 1000.0
     first = [e["first_action_ms"] for e in episodes if e.get("first_action_ms") is not None]
-
-    def pct(q):
-        return float(np.percentile(samples, q)) if samples else None
-
     return {
         "episodes": len(episodes),
-        "reaction_ms_p50": pct(50),
-        "reaction_ms_p95": pct(95),
-        "reaction_ms_p99": pct(99),
+        "reaction_ms_p50": percentile(samples, 50),
+        "reaction_ms_p95": percentile(samples, 95),
+        "reaction_ms_p99": percentile(samples, 99),
         "reaction_ms_p50_episode_median": statistics.median(per_episode_p50) if per_episode_p50 else None,
         "reaction_ms_p50_episode_spread": [min(per_episode_p50), max(per_episode_p50)] if per_episode_p50 else None,
-        "frame_age_at_execution_ms_p50": pct(50),
+        "frame_age_at_execution_ms_p50": percentile(samples, 50),
         "time_to_first_action_ms": statistics.median(first) if first else None,
         "actions_executed": sum(e["actions_executed"] for e in episodes),
         "actions_fenced": sum(e["actions_fenced"] for e in episodes),
@@ -57,10 +54,8 @@ def play_one(name: str, env, runtime, *, seed: int, think_tokens: int, max_tics:
 
 
 def report_episode(index: int, episodes: int, name: str, r: dict, where: str = "") -> None:
-    p50 = r["reaction_ms_p50"]
-    progress(f"episode {index + 1}/{episodes} {name}{where}: reaction p50 "
-             f"{'n/a' if p50 is None else f'{p50:.0f} ms'}, kills {r['kills']}, "
-             f"actions {r['actions_executed']} (+{r['actions_fenced']} fenced), {r['tics']} tics")
+    progress(f"episode {index + 1}/{episodes} {name}{where}: reaction p50 {shown(r['reaction_ms_p50'], ' ms')}, "
+             f"kills {r['kills']}, actions {r['actions_executed']} (+{r['actions_fenced']} fenced), {r['tics']} tics")
 
 
 def run_reaction_bench(env, runtime, *, episodes: int, think_tokens: int, max_tics: int | None, seed: int,

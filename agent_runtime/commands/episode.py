@@ -71,6 +71,8 @@ def _check_args(args: argparse.Namespace) -> None:
 
 
 def _readable(result: dict) -> str:
+    from agent_runtime.benchmarks.measure import shown
+
     line = (
         f"episode {result['episode']}: reward {result['reward']:g}, kills {result['kills']}, tics {result['tics']}"
         f" ({result['policy']} on {result['scenario']}, seed {result['seed']})"
@@ -80,13 +82,9 @@ def _readable(result: dict) -> str:
         line += (
             f"\n  actions executed {result['actions_executed']}, fenced {result['actions_fenced']}, "
             f"frames dropped {result['frames_dropped']}, thinker tokens {result['thinker_tokens']}, "
-            f"reaction p50 {_ms(p50)} p95 {_ms(p95)}"
+            f"reaction p50 {shown(p50, ' ms')} p95 {shown(p95, ' ms')}"
         )
     return line
-
-
-def _ms(value) -> str:
-    return "n/a" if value is None else f"{value:.0f} ms"
 
 
 def run(args: argparse.Namespace) -> int:
