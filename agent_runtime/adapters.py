@@ -6,12 +6,12 @@ one clear error. "default" is the adapter shipped for the embedded model (agent_
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from agent_runtime.errors import UserError, first_line
+from agent_runtime.recording.manifest import hash_file
 
 ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors", "manifest.json")
 SHIPPED_ADAPTER = Path(__file__).resolve().parent / "trained" / "smollm2-doom"
@@ -52,10 +52,9 @@ def read_adapter(path: str | Path) -> AdapterInfo:
         base = str(manifest["base_weight_hash"])
     except (ValueError, KeyError, TypeError) as e:
         raise UserError(f"adapter {path}: manifest.json is unreadable ({first_line(e)}); train the adapter again") from None
-    h = hashlib.blake2b(digest_size=8)
-    h.update((path / "adapter_model.safetensors").read_bytes())
     accuracy = (manifest.get("held_out") or {}).get("accuracy")
-    return AdapterInfo(str(path.resolve()), h.hexdigest(), base, accuracy)
+    weights_hash = hash_file(path / "adapter_model.safetensors", digest_size=8)
+    return AdapterInfo(str(path.resolve()), weights_hash, base, accuracy)
 
 
 def merge_adapter(model, info: AdapterInfo, base_weight_hash: str):

@@ -80,10 +80,7 @@ def _cpu_flags() -> tuple[set[str], str]:
 
 def allowed_cores() -> int:
     """Cores this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def detect_features() -> CpuFeatures:

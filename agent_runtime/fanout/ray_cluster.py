@@ -89,11 +89,8 @@ def _init_with_retry(ray, address: str | None) -> None:
 
 
 def _local_cpus() -> int:
-    """The cores this process may run on: what a local Ray offers its workers."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
+    """The cores this process may run on (cpu_path.allowed_cores, without importing torch): what a local Ray offers."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def _errors_to_stderr() -> None:
