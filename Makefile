@@ -9,9 +9,12 @@ PYTEST_ARGS ?=
 DAGGER_SCENARIO ?= defend_the_center
 DAGGER_ROUNDS   ?= 3
 DAGGER_EPISODES ?= 10
+DAGGER_LATER_EPISODES ?= $(DAGGER_EPISODES)
+DAGGER_FIRST_MIX ?= 1
 DAGGER_STEPS    ?= 300
 DAGGER_DIR      ?= dagger-out
 DAGGER_ARGS     ?=
+DAGGER_TRAIN_ARGS ?=
 
 .PHONY: demo test test-cpu-paths dagger adapter install system-deps clean
 
@@ -35,21 +38,23 @@ test-cpu-paths: install
 # DAgger rounds: round 1 lets the expert act (states of good play, which the untrained model never reaches), later
 # rounds let the newest adapter play (its own mistakes); the view expert labels every decision; train on all data so far.
 dagger: install
-	@set -e; data=""; adapter=none; mix=1; \
+	@set -e; data=""; adapter=none; mix=$(DAGGER_FIRST_MIX); episodes=$(DAGGER_EPISODES); \
 	for r in $$(seq 1 $(DAGGER_ROUNDS)); do \
-	  $(VENV)/bin/agent-runtime collect --scenario $(DAGGER_SCENARIO) --episodes $(DAGGER_EPISODES) \
+	  $(VENV)/bin/agent-runtime collect --scenario $(DAGGER_SCENARIO) --episodes $$episodes \
 	    --seed $$((r * 1000)) --adapter $$adapter --expert-acts $$mix --out $(DAGGER_DIR)/data-round$$r $(DAGGER_ARGS); \
-	  mix=0; \
+	  mix=0; episodes=$(DAGGER_LATER_EPISODES); \
 	  data="$$data $(DAGGER_DIR)/data-round$$r"; \
-	  $(VENV)/bin/agent-runtime train --data $$data --out $(DAGGER_DIR)/adapter-round$$r --steps $(DAGGER_STEPS); \
+	  $(VENV)/bin/agent-runtime train --data $$data --out $(DAGGER_DIR)/adapter-round$$r --steps $(DAGGER_STEPS) \
+	    $(DAGGER_TRAIN_ARGS); \
 	  adapter=$(DAGGER_DIR)/adapter-round$$r; \
 	done; echo "newest adapter: $$adapter"
 
-# The shipped adapter (agent_runtime/trained/smollm2-doom): one DAgger round of 24 episodes on defend_the_center in
-# which the view expert acts, 300 steps, then copied into the package (its README.md is kept). Seeds 1000+: disjoint from
-# bench play's 0-9.
+# The shipped adapter (agent_runtime/trained/smollm2-doom): one DAgger round on defend_the_center, 24 episodes with the
+# view expert acting on 75% of decisions (the untrained model on the rest: states off the expert's path), 400 steps,
+# then copied into the package (its README.md is kept). Seeds 1000+: disjoint from bench play's 0-9.
 adapter: install
-	$(MAKE) dagger DAGGER_ROUNDS=1 DAGGER_EPISODES=24 DAGGER_STEPS=300 DAGGER_SCENARIO=defend_the_center
+	$(MAKE) dagger DAGGER_ROUNDS=1 DAGGER_EPISODES=24 DAGGER_FIRST_MIX=0.75 DAGGER_STEPS=400 \
+	  DAGGER_SCENARIO=defend_the_center
 	cp agent_runtime/trained/smollm2-doom/README.md $(DAGGER_DIR)/adapter-round1/README.md
 	rm -rf agent_runtime/trained/smollm2-doom
 	mkdir -p agent_runtime/trained
