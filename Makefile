@@ -14,7 +14,6 @@ DAGGER_FIRST_MIX ?= 1
 DAGGER_STEPS    ?= 300
 DAGGER_DIR      ?= dagger-out
 DAGGER_ARGS     ?=
-DAGGER_TRAIN_ARGS ?=
 
 .PHONY: demo test test-cpu-paths dagger adapter install system-deps clean
 
@@ -44,8 +43,7 @@ dagger: install
 	    --seed $$((r * 1000)) --adapter $$adapter --expert-acts $$mix --out $(DAGGER_DIR)/data-round$$r $(DAGGER_ARGS); \
 	  mix=0; episodes=$(DAGGER_LATER_EPISODES); \
 	  data="$$data $(DAGGER_DIR)/data-round$$r"; \
-	  $(VENV)/bin/agent-runtime train --data $$data --out $(DAGGER_DIR)/adapter-round$$r --steps $(DAGGER_STEPS) \
-	    $(DAGGER_TRAIN_ARGS); \
+	  $(VENV)/bin/agent-runtime train --data $$data --out $(DAGGER_DIR)/adapter-round$$r --steps $(DAGGER_STEPS); \
 	  adapter=$(DAGGER_DIR)/adapter-round$$r; \
 	done; echo "newest adapter: $$adapter"
 

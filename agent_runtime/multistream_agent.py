@@ -38,7 +38,7 @@ ALL_SECTIONS = [("system", None), ("user", None), ("commentary", None), ("though
 ACTION_LOG_KEPT = 8  # past decisions (a block each) the actions section keeps for the Thinker
 
 
-def action_sections(action_log_in_view: int | None, frames: int | None = None) -> list[tuple[str, int | None]]:
+def action_sections(action_log_in_view: int | None, frames: int | None) -> list[tuple[str, int | None]]:
     """What the action view reads: its own past decisions and the frames only as many as asked (None: all)."""
     return [("system", None), ("user", None), ("commentary", 1), ("thoughts", 1), ("actions", action_log_in_view),
             ("status", None), ("frames", frames)]

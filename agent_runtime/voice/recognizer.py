@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from os.path import commonprefix  # of any sequences: here, lists of words
 from dataclasses import dataclass, field
+from os.path import commonprefix  # of any sequences: here, lists of words
 
 import numpy as np
 
