@@ -1,8 +1,9 @@
 """Constrained decoding of controller commands: only valid commands for the scenario's buttons can come out.
 
-The model reads and writes a plain word per button, alone or with a hold count (" left 3\n": TURN_LEFT for 3
-tics); the words are one token each where the tokenizer allows, so most decisions are scored from the prompt's
-last logits alone. Events, recordings and typed commands keep the button names.
+The model reads and writes a plain word per button, alone or with a hold count joined to it (" left3\n": TURN_LEFT
+for 3 tics; "spaced", as older runs wrote it: " left 3\n"); the words are one token each where the tokenizer allows,
+so the prompt's last logits score the words and one row per word the hold counts (a space before the count would be a
+token, and a row, of its own). Events, recordings and typed commands keep the button names.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from dataclasses import dataclass, field
 from agent_runtime.errors import UserError
 
 NOOP = "NOOP"
+COUNT_TEXTS = ("joined", "spaced")
 # The word the model uses for each button, in order of preference; an earlier button wins a shared word
 # (TURN_LEFT takes "left" where a scenario also has MOVE_LEFT, which then says "step left").
 COMMAND_WORDS = (
@@ -72,14 +74,17 @@ def check_expressible(buttons, scenario: str) -> None:
 
 class ActionGrammar:
     def __init__(self, buttons: tuple[str, ...], tokenizer, *, max_hold_tics: int = 8, default_tics: int = 4,
-                 hold_counts: bool = False, scenario: str = "scenario"):
-        """hold_counts: score mode chooses among every command at every hold 1..max_hold_tics ("left 3"), not
-        the words alone at default_tics."""
+                 hold_counts: bool = False, scenario: str = "scenario", count_text: str = "joined"):
+        """hold_counts: score mode chooses among every command at every hold 1..max_hold_tics ("left3"), not
+        the words alone at default_tics. count_text: "joined" ("left3") or "spaced" ("left 3")."""
+        if count_text not in COUNT_TEXTS:
+            raise ValueError(f"count_text must be one of {COUNT_TEXTS}, not {count_text!r}")
         check_expressible(buttons, scenario)
         if not buttons:
             raise UserError(f"{scenario} has no buttons for the action stream to press")
         self.buttons = tuple(buttons)
         self.default_tics, self.max_hold_tics, self.hold_counts = default_tics, max_hold_tics, hold_counts
+        self.count_sep = "" if count_text == "joined" else " "
         self.words = command_words(self.buttons)
         self.root = _Node()
         self.commands: list[Command] = []
@@ -88,7 +93,7 @@ class ActionGrammar:
             self._add(tokenizer, Command(name, pressed, default_tics, word), f" {word}\n")
             for n in range(1, max_hold_tics + 1):
                 if n != default_tics:
-                    self._add(tokenizer, Command(name, pressed, n, word), f" {word} {n}\n")
+                    self._add(tokenizer, Command(name, pressed, n, word), f" {self.say(word, n)}\n")
 
     def _add(self, tokenizer, command: Command, text: str) -> None:
         ids = tokenizer.encode(text, add_special_tokens=False)
@@ -110,10 +115,14 @@ class ActionGrammar:
             pressed = {} if name == NOOP else {name: 1.0}
             holds = range(1, self.max_hold_tics + 1) if self.hold_counts else (None,)
             for n in holds:
-                text = f" {word}" if n is None else f" {word} {n}"
+                text = f" {word}" if n is None else f" {self.say(word, n)}"
                 out.append((Command(name, pressed, n or self.default_tics, word),
                             tokenizer.encode(text, add_special_tokens=False)))
         return out
+
+    def say(self, word: str, tics: int) -> str:
+        """A word with its hold count as the model reads and writes it ("left3", or "left 3" spaced)."""
+        return f"{word}{self.count_sep}{tics}"
 
     def describe(self) -> str:
         """The commands as the system prompt lists them: "fire (ATTACK), left (TURN_LEFT), ... wait (NOOP)"."""
@@ -149,6 +158,7 @@ class CommandScorer:
 
     def __init__(self, grammar: ActionGrammar, tokenizer):
         self.candidates = grammar.candidates(tokenizer)
+        self.say = grammar.say
         self.encode = lambda text: tokenizer.encode(text, add_special_tokens=False)
         prefixes: dict[tuple[int, ...], int] = {}
         for _, tokens in self.candidates:
@@ -185,7 +195,7 @@ class CommandScorer:
         for candidate, tokens in self.candidates:
             if candidate == command:
                 return list(tokens)
-        return self.encode(f" {command.word} {command.tics}")
+        return self.encode(f" {self.say(command.word, command.tics)}")
 
     def best(self, prompt_logits, branch_logits: list) -> tuple[Command, list[int]]:
         """The most likely command given the prompt's last logits and each branch's rows."""

@@ -6,7 +6,9 @@ one clear error. "default" is the adapter shipped for the embedded model (agent_
 
 from __future__ import annotations
 
+import contextlib
 import json
+import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -57,6 +59,14 @@ def read_adapter(path: str | Path) -> AdapterInfo:
     return AdapterInfo(str(path.resolve()), weights_hash, base, accuracy)
 
 
+@contextlib.contextmanager
+def peft_quietly():
+    """peft asks transformers for a method renamed in 5.x, which warns on every load: not the user's concern."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+        yield
+
+
 def merge_adapter(model, info: AdapterInfo, base_weight_hash: str):
     """The model with the adapter merged into its weights (peft's merge_and_unload)."""
     if info.base_weight_hash != base_weight_hash:
@@ -65,7 +75,8 @@ def merge_adapter(model, info: AdapterInfo, base_weight_hash: str):
     from peft import PeftModel
 
     try:
-        merged = PeftModel.from_pretrained(model, info.path).merge_and_unload()
+        with peft_quietly():
+            merged = PeftModel.from_pretrained(model, info.path).merge_and_unload()
     except Exception as e:  # safetensors/peft errors on a damaged file
         raise UserError(f"adapter {info.path} cannot be loaded ({first_line(e)}); train it again or pass --adapter none") from None
     return merged

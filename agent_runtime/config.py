@@ -39,6 +39,9 @@ class EngineConfig(_Strict):
     # score mode: the action stream chooses the hold count too ("left 3": every command at 1..8 tics), as the
     # lag-aware expert does; false: the command words alone, held action_hold_tics
     hold_counts: bool = True
+    # how a hold count is written: "joined" to its word ("left3": one row per word scores the counts), or "spaced"
+    # ("left 3", as recordings and adapters made before this setting: the space is a row of its own)
+    hold_count_text: Literal["joined", "spaced"] = "joined"
     # "hold": the next decision is made on the frame of the tic the chosen hold ends (as the expert plays);
     # "frame": on every new frame, each decision replacing the hold under way
     decision_cadence: Literal["hold", "frame"] = "hold"
@@ -51,6 +54,9 @@ class EngineConfig(_Strict):
     # frames the action stream reads, the newest K of the budgets.frames_in_view the views hold (the view expert
     # decides from the newest alone, and each older line is ~25 tokens to learn to ignore); null: all of them
     action_frames_in_view: int | None = Field(1, ge=1, le=64)
+    # the Thinker decodes in steps that decide a command too; false: it sits those out (a decision step's cost is
+    # the reaction time, and a thought token can wait one step)
+    think_while_deciding: bool = False
     commentary_interval_ms: float = Field(4000.0, ge=0)
     commentary_max_tokens: int = Field(24, ge=1, le=256)
 

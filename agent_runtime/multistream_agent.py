@@ -75,7 +75,8 @@ def engine_options(engine) -> dict:
     """MultiStreamAgent keyword arguments from the config's `engine` section."""
     return dict(decision_mode=engine.decision_mode, decision_cadence=engine.decision_cadence, think=engine.think,
                 action_log_in_view=engine.action_log_in_view, signed_bearings=engine.signed_bearings,
-                action_frames_in_view=engine.action_frames_in_view, temperature=engine.temperature,
+                action_frames_in_view=engine.action_frames_in_view, think_while_deciding=engine.think_while_deciding,
+                temperature=engine.temperature,
                 prefill_tokens_per_step=engine.prefill_tokens_per_step,
                 commentary_interval_ms=engine.commentary_interval_ms, commentary_max_tokens=engine.commentary_max_tokens)
 
@@ -85,7 +86,7 @@ class MultiStreamAgent:
                  generation: SessionGeneration, *, scenario: str, bus: EventBus | None = None, seed: int = 0,
                  think: bool = True, temperature: float = 0.8, prefill_tokens_per_step: int = 96,
                  action_log_in_view: int | None = 0, signed_bearings: bool = True, user_blocks: int = 2,
-                 action_frames_in_view: int | None = None,
+                 action_frames_in_view: int | None = None, think_while_deciding: bool = True,
                  decision_mode: str = "score", decision_cadence: str = "hold", commentary: bool = False,
                  on_sentence=None,
                  commentary_interval_ms: float = 4000.0, commentary_max_tokens: int = 24, on_decision=None,
@@ -99,7 +100,8 @@ class MultiStreamAgent:
         sentence (commentary=True). action_log_in_view: how many of its own past decisions the action stream reads
         (0: none, so it cannot copy itself; the Thinker reads the last ACTION_LOG_KEPT); None: the whole log, in
         blocks of 8 decisions (how recordings made before this setting ran). action_frames_in_view: the newest
-        frames the action stream reads (None: all the views hold)."""
+        frames the action stream reads (None: all the views hold). think_while_deciding=False: the Thinker sits out
+        a step that decides (not two in a row)."""
         whole_log = action_log_in_view is None
         decisions_per_block, kept = (8, 1) if whole_log else (1, max(action_log_in_view, ACTION_LOG_KEPT))
         self.runner, self.store, self.tok, self.grammar = runner, runner.store, tokenizer, grammar
@@ -127,7 +129,8 @@ class MultiStreamAgent:
                                    cadence=decision_cadence)
         self.thinker = ThinkerStream(self.store, self.sections, tokenizer, self._encode(THOUGHT_PROMPT),
                                      paragraph_tokens=budgets.thinker_tokens_per_paragraph, end_tokens=end_tokens,
-                                     sample=sample, on_change=self._sync_views, stats=self.stats, emit=self._emit)
+                                     sample=sample, on_change=self._sync_views, stats=self.stats, emit=self._emit,
+                                     while_deciding=think_while_deciding)
         self.commentary = CommentaryStream(
             self.store, tokenizer, self._encode(COMMENTARY_PROMPT), sample=sample, stats=self.stats, emit=self._emit,
             context=lambda: self.action.view.blocks[:] if self.frames.in_view else [], on_sentence=on_sentence,

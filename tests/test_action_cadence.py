@@ -28,34 +28,39 @@ def _emitted(bus: EventBus) -> list[tuple[str, int, int]]:
     return out
 
 
-def test_with_hold_counts_every_command_is_a_candidate_at_every_hold_and_the_scorer_returns_its_hold():
+@pytest.mark.parametrize("count_text,sep", [("joined", ""), ("spaced", " ")])
+def test_with_hold_counts_every_command_is_a_candidate_at_every_hold_and_the_scorer_returns_its_hold(count_text, sep):
     tok = tiny_loaded().tokenizer
     buttons = ("ATTACK", "TURN_LEFT", "TURN_RIGHT")
-    grammar = ActionGrammar(buttons, tok, hold_counts=True)
+    grammar = ActionGrammar(buttons, tok, hold_counts=True, count_text=count_text)
     pairs = grammar.candidates(tok)
     assert sorted(c.text for c, _ in pairs) == sorted(f"{n} {k}" for n in (*buttons, "NOOP") for k in range(1, 9))
-    for command, tokens in pairs:  # " left 3": the word, then the count, as the action log says it
-        assert tok.decode(tokens) == f" {command.word} {command.tics}"
+    for command, tokens in pairs:  # " left3": the word, then the count, as the action log says it
+        assert tok.decode(tokens) == f" {command.word}{sep}{command.tics}"
     words_only = ActionGrammar(buttons, tok, default_tics=4).candidates(tok)
     assert [c.text for c, _ in words_only] == ["ATTACK 4", "TURN_LEFT 4", "TURN_RIGHT 4", "NOOP 4"]
 
     import torch
     scorer = CommandScorer(grammar, tok)
-    assert len(scorer.branches) == 4  # one branch per word (" left", " "): its rows score the counts
+    assert len(scorer.branches) == 4  # one branch per word (" left", and " " when spaced): its rows score the counts
+    prefix = tok.encode(f" right{sep}", add_special_tokens=False)
+    assert all(len(b) == len(prefix) for b in scorer.branches) and len(prefix) == (1 if count_text == "joined" else 2)
     vocab = tiny_loaded().config.vocab_size
     prompt = torch.full((1, vocab), -10.0)
     prompt[0, tok.encode(" right", add_special_tokens=False)[0]] = 5.0
-    branches = [torch.zeros((2, vocab)) for _ in scorer.branches]
-    right = scorer.branches.index(tok.encode(" right ", add_special_tokens=False)[:2])
-    branches[right][1, tok.encode("7", add_special_tokens=False)[0]] = 9.0
+    branches = [torch.zeros((len(prefix), vocab)) for _ in scorer.branches]
+    right = scorer.branches.index(prefix)
+    branches[right][-1, tok.encode("7", add_special_tokens=False)[0]] = 9.0
     command, fed = scorer.best(prompt[0], branches)
-    assert command.text == "TURN_RIGHT 7" and tok.decode(fed) == " right 7"
+    assert command.text == "TURN_RIGHT 7" and tok.decode(fed) == f" right{sep}7"
 
 
 @pytest.mark.parametrize("cadence", ["hold", "frame"])
 def test_hold_cadence_decides_when_the_hold_ends_frame_cadence_on_every_new_frame(cadence):
     with DoomEnv("defend_the_center", seed=3) as env:
-        runtime = make_runtime(env, max_action_age_ms=1000.0, engine={"decision_cadence": cadence})
+        # spaced counts: the random tiny model's rows after a joined word happen to put one count first everywhere
+        runtime = make_runtime(env, max_action_age_ms=1000.0,
+                               engine={"decision_cadence": cadence, "hold_count_text": "spaced"})
         bus = EventBus()
         result = run_llm_episode(env, runtime, max_tics=300, fixed_cost=FixedCost(), bus=bus)
     decisions = _emitted(bus)

@@ -49,7 +49,7 @@ def test_frames_older_than_the_bound_are_dropped_never_prefilled(env):
 
 def test_actions_whose_frame_aged_past_the_bound_are_fenced_not_executed(env):
     recorder = ActRecorder(env)
-    runtime = make_runtime(env, max_action_age_ms=30.0)  # every fixed-cost step takes longer than this
+    runtime = make_runtime(env, max_action_age_ms=15.0)  # every fixed-cost step takes longer than this
     result = run_llm_episode(env, runtime, max_tics=100, fixed_cost=FixedCost())
     assert result["decisions"] > 10
     assert result["actions_executed"] == 0 and result["actions_fenced"] == result["decisions"]
@@ -115,7 +115,7 @@ def test_only_valid_commands_reach_the_env(env, mode, monkeypatch):
 
 @pytest.mark.parametrize("cadence", ["frame", "hold"])
 def test_thinker_and_action_stream_decode_in_the_same_forward(env, cadence):
-    runtime = make_runtime(env, engine={"decision_cadence": cadence})
+    runtime = make_runtime(env, engine={"decision_cadence": cadence, "think_while_deciding": True})
     bus = EventBus()
     before = runtime.runner.forwards
     result = run_llm_episode(env, runtime, max_tics=100, fixed_cost=FixedCost(), bus=bus)
@@ -129,6 +129,25 @@ def test_thinker_and_action_stream_decode_in_the_same_forward(env, cadence):
         assert result["decisions"] <= len(joint) < 0.9 * len(steps)
     assert result["joint_decode_steps"] == len(joint)
     assert result["thinker_tokens"] >= len(steps) - 1
+
+
+@pytest.mark.parametrize("cadence", ["frame", "hold"])
+def test_the_thinker_sits_out_a_deciding_step_but_never_two_in_a_row(env, cadence):
+    runtime = make_runtime(env, engine={"decision_cadence": cadence, "think_while_deciding": False})
+    bus = EventBus()
+    result = run_llm_episode(env, runtime, max_tics=150, fixed_cost=FixedCost(), bus=bus)
+    roles = [{role for role, _ in s.payload["batch"]} for s in bus.of_kind("engine_step")][1:]  # after the prompt
+    deciding = [any(r.startswith("branch") for r in step) for step in roles]
+    thinking = ["thinker" in step for step in roles]
+    assert sum(deciding) > 10
+    assert all(a or b for a, b in zip(thinking, thinking[1:]))  # never two steps in a row without a thought token
+    sat_out = [d and not t for d, t in zip(deciding, thinking)]
+    assert not any(not d and not t for d, t in zip(deciding, thinking))  # only a deciding step is sat out
+    if cadence == "frame":  # decisions on every step: every other one carries a thought token
+        assert sum(sat_out) >= 0.4 * sum(deciding)
+    else:  # decisions between holds: most of them ride alone
+        assert sum(sat_out) >= 0.6 * sum(deciding)
+    assert result["thinker_tokens"] == sum(thinking)
 
 
 def test_one_forward_scoring_equals_feeding_each_command_token_by_token(env):

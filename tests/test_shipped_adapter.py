@@ -23,8 +23,11 @@ def test_the_shipped_adapter_is_small_and_names_the_weights_and_data_it_was_trai
     manifest = json.loads((SHIPPED_ADAPTER / "manifest.json").read_text())
     assert manifest["base_model_id"] == "SmolLM2-135M-Instruct" and len(manifest["data_hash"]) == 16
     assert manifest["train_decisions"] > 1000 and manifest["held_out_decisions"] > 100
-    # it scores the expert's exact command and hold better on held-out episodes than the untrained model does
-    assert manifest["held_out"]["accuracy"] > 2 * manifest["held_out_untrained"]["accuracy"]
+    # it scores the expert's exact command and hold, and the command alone, better on held-out episodes than the
+    # untrained model does (which, with counts joined to their words, already picks the expert's hold a third of the time)
+    trained, untrained = manifest["held_out"], manifest["held_out_untrained"]
+    assert trained["accuracy"] > untrained["accuracy"] + 0.15
+    assert trained["command_accuracy"] > untrained["command_accuracy"] + 0.1
 
 
 @pytest.mark.slow

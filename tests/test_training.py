@@ -42,16 +42,17 @@ def _runtime_scores(loaded, views: list[list[int]], scorer: CommandScorer) -> to
     return torch.tensor(out)
 
 
-@pytest.mark.parametrize("hold_counts", [False, True])
-def test_training_scores_equal_the_action_streams_scores_for_one_and_two_token_commands(hold_counts):
+@pytest.mark.parametrize("hold_counts,count_text", [(False, "joined"), (True, "joined"), (True, "spaced")])
+def test_training_scores_equal_the_action_streams_scores_for_one_and_two_token_commands(hold_counts, count_text):
     """Without hold counts the candidates are one- and two-token words; with them every word at every hold."""
     runtime_model = load_model("tiny:llama", dtype="float32", seed=5)
     plain = load_model("tiny:llama", dtype="float32", seed=5, tokenizer=False).model
     tok = runtime_model.tokenizer
-    grammar = ActionGrammar(BUTTONS, tok, hold_counts=hold_counts)
+    grammar = ActionGrammar(BUTTONS, tok, hold_counts=hold_counts, count_text=count_text)
     candidates = Candidates.from_grammar(grammar, tok)
     lengths = {len(t) for t in candidates.tokens}
-    assert lengths == ({3, 4} if hold_counts else {1, 2})  # " left 3"; " step left 3"
+    spaced = count_text == "spaced"
+    assert lengths == (({3, 4} if spaced else {2, 3}) if hold_counts else {1, 2})  # " left 3" / " left3"; " step left3"
     rng = random.Random(0)
     views = [[rng.randrange(100, 40000) for _ in range(n)] for n in (9, 23, 14)]  # padded to one width
     with torch.no_grad():

@@ -89,7 +89,8 @@ def run(args: argparse.Namespace) -> int:
     engine = manifests[0].get("config", {}).get("engine", {})  # the candidates the collecting runtime compared
     grammar = ActionGrammar(tuple(manifests[0]["buttons"]), loaded.tokenizer, scenario=manifests[0]["scenario"],
                             default_tics=engine.get("action_hold_tics", 4),
-                            hold_counts=engine.get("hold_counts", False))
+                            hold_counts=engine.get("hold_counts", False),
+                            count_text=engine.get("hold_count_text", "spaced"))
     candidates = Candidates.from_grammar(grammar, loaded.tokenizer)
     examples = [Example(row["tokens"], candidates.index(row["label"], row["label_tics"]), (d, row["episode"]))
                 for d, rows in zip(args.data, decisions) for row in rows]

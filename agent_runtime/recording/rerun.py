@@ -42,10 +42,11 @@ def recorded_step_costs(events: list[Event], source: str) -> list[float]:
     return costs
 
 
-# Recordings made before the action stream chose hold counts, waited for each hold to end and stopped reading its
-# own action log: re-run as they ran.
+# Recordings made before the action stream chose hold counts, waited for each hold to end, stopped reading its
+# own action log, joined counts to their words and let the Thinker sit out decision steps: re-run as they ran.
 LEGACY_ENGINE = {"hold_counts": False, "decision_cadence": "frame", "action_log_in_view": None,
-                 "signed_bearings": False, "action_frames_in_view": None}
+                 "signed_bearings": False, "action_frames_in_view": None, "hold_count_text": "spaced",
+                 "think_while_deciding": True}
 
 
 def with_legacy_engine(config: dict) -> dict:

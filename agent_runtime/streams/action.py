@@ -55,6 +55,7 @@ class ActionStream(Stream):
 
     def schedule(self, plan: StepPlan) -> None:
         if self.decoder is not None:  # decode mode, mid-command: feed the chosen tokens, get the next branch
+            plan.deciding = True
             plan.add(self, StreamInput(self.view, self._take_unfed(), logits="last"))
             return
         newest = self.frames.newest_in_view()
@@ -66,6 +67,7 @@ class ActionStream(Stream):
             return
         tail = self._roll_over() if self.decisions_in_block >= self.decisions_per_block else None
         self.frame, self.generation, self.last_frame_tic = newest, plan.generation, newest.frame.tic
+        plan.deciding = True
         if self.mode == "decode":
             self.decoder = self.grammar.start()
             plan.add(self, StreamInput(self.view, self._take_unfed() + self.prompt + self.decoder.forced_prefix()))

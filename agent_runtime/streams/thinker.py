@@ -15,7 +15,10 @@ class ThinkerStream(Stream):
     role = "thinker"
 
     def __init__(self, store, sections, tokenizer, prompt: list[int], *, paragraph_tokens: int, end_tokens,
-                 sample, on_change, stats, emit):
+                 sample, on_change, stats, emit, while_deciding: bool = True):
+        """while_deciding=False: no token in a step where the action stream decides (its cost is the reaction),
+        unless the Thinker sat out the step before too (decisions on every step must not starve it)."""
+        self.while_deciding, self.sat_out = while_deciding, False
         self.sections, self.tok, self.prompt = sections, tokenizer, prompt
         self.paragraph_budget, self.end_tokens, self.sample = paragraph_tokens, end_tokens, sample
         self.on_change, self.stats, self.emit = on_change, stats, emit
@@ -25,6 +28,10 @@ class ThinkerStream(Stream):
         self.paragraph_tokens = 0
 
     def schedule(self, plan: StepPlan) -> None:
+        if plan.deciding and not self.while_deciding and not self.sat_out:
+            self.sat_out = True
+            return
+        self.sat_out = False
         plan.add(self, StreamInput(self.view, self.pending, logits="last"))
 
     def postprocess(self, logits: list, plan: StepPlan):

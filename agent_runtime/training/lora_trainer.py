@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from agent_runtime.adapters import peft_quietly
 from agent_runtime.training.command_scores import Candidates, candidate_scores
 
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -83,7 +84,8 @@ def with_adapters(model, settings: TrainSettings):
     torch.manual_seed(settings.seed)  # LoRA's A matrices start random: the seed makes the adapter reproducible
     config = LoraConfig(r=settings.rank, lora_alpha=settings.alpha, lora_dropout=0.0, bias="none",
                         target_modules=list(LORA_TARGETS), layers_to_transform=list(range(start, layers)))
-    return get_peft_model(model, config)
+    with peft_quietly():
+        return get_peft_model(model, config)
 
 
 @torch.no_grad()
