@@ -76,8 +76,7 @@ def engine_options(engine) -> dict:
     return dict(decision_mode=engine.decision_mode, decision_cadence=engine.decision_cadence, think=engine.think,
                 action_log_in_view=engine.action_log_in_view, signed_bearings=engine.signed_bearings,
                 action_frames_in_view=engine.action_frames_in_view, think_while_deciding=engine.think_while_deciding,
-                temperature=engine.temperature,
-                prefill_tokens_per_step=engine.prefill_tokens_per_step,
+                temperature=engine.temperature, prefill_tokens_per_step=engine.prefill_tokens_per_step,
                 commentary_interval_ms=engine.commentary_interval_ms, commentary_max_tokens=engine.commentary_max_tokens)
 
 

@@ -65,7 +65,7 @@ class Runtime:
         runner = ModelRunner(loaded, store, device=device, backend="triton" if device == "cuda" else "torch")
         grammar = ActionGrammar(buttons, loaded.tokenizer, scenario=scenario,
                                 default_tics=config.engine.action_hold_tics, hold_counts=config.engine.hold_counts,
-                               count_text=config.engine.hold_count_text)
+                                count_text=config.engine.hold_count_text)
         return cls(loaded, store, runner, grammar, config)
 
     def close(self) -> None:

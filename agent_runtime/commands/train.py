@@ -74,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
     from agent_runtime.action_grammar import ActionGrammar
     from agent_runtime.commands import writable_dir
     from agent_runtime.model_loader import EMBEDDED_MODEL_ID, load_for_cpu
+    from agent_runtime.recording.rerun import with_legacy_engine
     from agent_runtime.training.command_scores import Candidates
     from agent_runtime.training.lora_trainer import Example, TrainSettings, evaluate, split, train, with_adapters
 
@@ -86,11 +87,11 @@ def run(args: argparse.Namespace) -> int:
     if loaded.base_weight_hash != manifests[0]["model_weight_hash"]:
         raise UserError(f"the data was collected with weights {manifests[0]['model_weight_hash']}, but {loaded.model_id} "
                         f"has {loaded.base_weight_hash}; pass the base model the data came from with --model")
-    engine = manifests[0].get("config", {}).get("engine", {})  # the candidates the collecting runtime compared
+    # the candidates the collecting runtime compared (settings older data predates: what that runtime did)
+    engine = with_legacy_engine(manifests[0].get("config", {}))["engine"]
     grammar = ActionGrammar(tuple(manifests[0]["buttons"]), loaded.tokenizer, scenario=manifests[0]["scenario"],
-                            default_tics=engine.get("action_hold_tics", 4),
-                            hold_counts=engine.get("hold_counts", False),
-                            count_text=engine.get("hold_count_text", "spaced"))
+                            default_tics=engine.get("action_hold_tics", 4), hold_counts=engine["hold_counts"],
+                            count_text=engine["hold_count_text"])
     candidates = Candidates.from_grammar(grammar, loaded.tokenizer)
     examples = [Example(row["tokens"], candidates.index(row["label"], row["label_tics"]), (d, row["episode"]))
                 for d, rows in zip(args.data, decisions) for row in rows]

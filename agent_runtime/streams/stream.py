@@ -28,7 +28,7 @@ class StepPlan:
     generation: int
     budget: int = 0
     rows: list[Row] = field(default_factory=list)
-    deciding: bool = False  # the action stream decides (or walks a command) in this step
+    deciding: bool = False  # the action stream decides (or walks a command) in this step; it schedules first
 
     def add(self, stream: "Stream", inp: StreamInput, *, role: str | None = None, scratch: bool = False) -> None:
         self.rows.append(Row(stream, role or stream.role, inp, scratch))
