@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import warnings
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from agent_runtime.errors import UserError, first_line
@@ -19,6 +19,10 @@ ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors", "manifest.j
 SHIPPED_ADAPTER = Path(__file__).resolve().parent / "trained" / "smollm2-doom"
 DEFAULT = "default"
 NONE = "none"
+# the engine settings that decide what an action view's tokens say and which commands it scores (what an adapter
+# learned to read and choose among)
+VIEW_SETTINGS = ("hold_counts", "hold_count_text", "action_hold_tics", "decision_cadence", "action_log_in_view",
+                 "signed_bearings", "action_frames_in_view", "frame_line")
 
 
 def resolve_adapter(requested: str | None, model_spec: str | None) -> str | None:
@@ -37,6 +41,7 @@ class AdapterInfo:
     hash: str  # blake2b of the adapter weights: what manifests and caches key on
     base_weight_hash: str
     held_out_accuracy: float | None
+    views: dict = field(default_factory=dict, hash=False, compare=False)  # the engine settings that shaped the views it learned from
 
     def summary(self) -> dict:
         return asdict(self)
@@ -56,7 +61,21 @@ def read_adapter(path: str | Path) -> AdapterInfo:
         raise UserError(f"adapter {path}: manifest.json is unreadable ({first_line(e)}); train the adapter again") from None
     accuracy = (manifest.get("held_out") or {}).get("accuracy")
     weights_hash = hash_file(path / "adapter_model.safetensors", digest_size=8)
-    return AdapterInfo(str(path.resolve()), weights_hash, base, accuracy)
+    views = manifest.get("engine") if isinstance(manifest.get("engine"), dict) else {}
+    return AdapterInfo(str(path.resolve()), weights_hash, base, accuracy, views)
+
+
+def view_mismatch(info: AdapterInfo | None, engine) -> str | None:
+    """A warning when this run's action views are not written as the adapter's training views were (an adapter
+    that records them: `train` stores its data's VIEW_SETTINGS), else None."""
+    if info is None or not info.views:
+        return None
+    differ = [f"engine.{k}: {info.views[k]!r} (this run {getattr(engine, k)!r})" for k in VIEW_SETTINGS
+              if info.views.get(k) is not None and info.views[k] != getattr(engine, k)]
+    if not differ:
+        return None
+    return (f"warning: adapter {info.path} learned from views written with {', '.join(differ)}; it plays "
+            f"worse on views it never saw: set those keys in the config, or train it again")
 
 
 @contextlib.contextmanager

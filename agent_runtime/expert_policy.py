@@ -29,13 +29,10 @@ from agent_runtime.baseline_policies import (
     Decision,
     ScriptedAimPolicy,
 )
+from agent_runtime.turning import MAX_HOLD_TICS, TURN_SIGN, TurnModel
 from envs.frame import Frame, ObjectLabel
 from envs.observation_text import bearing_degrees, distance_units
 
-MAX_HOLD_TICS = 8  # the grammar's longest hold
-SLOW_TURN_DEG = 320 * 360 / 65536  # Doom angleturn[2]: the first tics of a held turn
-FAST_TURN_DEG = 640 * 360 / 65536  # angleturn[0]: once the turn has been held longer
-SLOW_TURN_TICS = 5
 STRAFE_THRUST = 24 * 2048 / 65536  # sidemove[0], map units per tic of velocity gained
 FORWARD_THRUST = 25 * 2048 / 65536  # forwardmove[0]
 FRICTION = 0.90625  # ORIG_FRICTION: velocity kept per tic
@@ -54,30 +51,7 @@ SCAN_HOLD_TICS = MAX_HOLD_TICS
 PICKUP_CATEGORIES = frozenset({"Health"})
 PICKUP_REACH_UNITS = 24.0  # a pickup passed this close sideways is still taken
 MIN_ALIGN_DEGREES = 3.0
-TURN_SIGN = {"TURN_LEFT": 1.0, "TURN_RIGHT": -1.0}  # bearings are positive to the left
 STRAFE_SIGN = {"MOVE_LEFT": 1.0, "MOVE_RIGHT": -1.0}
-
-
-@dataclass(frozen=True)
-class TurnModel:
-    """Degrees a held TURN_LEFT/TURN_RIGHT turns per tic: slow for the first tics of a hold, fast after."""
-
-    slow_deg: float = SLOW_TURN_DEG
-    fast_deg: float = FAST_TURN_DEG
-    slow_tics: int = SLOW_TURN_TICS
-
-    def step(self, held: int) -> float:
-        """Degrees turned on the `held`-th consecutive tic of a turn (1-based)."""
-        return self.slow_deg if held <= self.slow_tics else self.fast_deg
-
-    def degrees(self, tics: int, held_before: int = 0) -> float:
-        """Degrees turned by holding `tics` more tics after `held_before` tics of turning."""
-        return sum(self.step(held_before + k) for k in range(1, tics + 1))
-
-    def nearest_hold(self, degrees: float, held_before: int = 0, *, shortest: int = 0) -> int:
-        """The hold in shortest..MAX_HOLD_TICS whose turn lands nearest `degrees` (ties: the shorter)."""
-        return min(range(shortest, MAX_HOLD_TICS + 1),
-                   key=lambda n: (abs(abs(degrees) - self.degrees(n, held_before)), n))
 
 
 @dataclass(frozen=True)

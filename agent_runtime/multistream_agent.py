@@ -75,6 +75,7 @@ def engine_options(engine) -> dict:
     """MultiStreamAgent keyword arguments from the config's `engine` section."""
     return dict(decision_mode=engine.decision_mode, decision_cadence=engine.decision_cadence, think=engine.think,
                 action_log_in_view=engine.action_log_in_view, signed_bearings=engine.signed_bearings,
+                frame_line=engine.frame_line,
                 action_frames_in_view=engine.action_frames_in_view, think_while_deciding=engine.think_while_deciding,
                 temperature=engine.temperature, prefill_tokens_per_step=engine.prefill_tokens_per_step,
                 commentary_interval_ms=engine.commentary_interval_ms, commentary_max_tokens=engine.commentary_max_tokens)
@@ -84,7 +85,8 @@ class MultiStreamAgent:
     def __init__(self, runner: ModelRunner, tokenizer, grammar: ActionGrammar, budgets: BudgetConfig,
                  generation: SessionGeneration, *, scenario: str, bus: EventBus | None = None, seed: int = 0,
                  think: bool = True, temperature: float = 0.8, prefill_tokens_per_step: int = 96,
-                 action_log_in_view: int | None = 0, signed_bearings: bool = True, user_blocks: int = 2,
+                 action_log_in_view: int | None = 0, signed_bearings: bool = True, frame_line: str = "seen",
+                 user_blocks: int = 2,
                  action_frames_in_view: int | None = None, think_while_deciding: bool = True,
                  decision_mode: str = "score", decision_cadence: str = "hold", commentary: bool = False,
                  on_sentence=None,
@@ -100,7 +102,7 @@ class MultiStreamAgent:
         (0: none, so it cannot copy itself; the Thinker reads the last ACTION_LOG_KEPT); None: the whole log, in
         blocks of 8 decisions (how recordings made before this setting ran). action_frames_in_view: the newest
         frames the action stream reads (None: all the views hold). think_while_deciding=False: the Thinker sits out
-        a step that decides (not two in a row)."""
+        a step that decides (not two in a row). frame_line: "aimed" or "seen" (config.EngineConfig)."""
         whole_log = action_log_in_view is None
         decisions_per_block, kept = (8, 1) if whole_log else (1, max(action_log_in_view, ACTION_LOG_KEPT))
         self.runner, self.store, self.tok, self.grammar = runner, runner.store, tokenizer, grammar
@@ -116,7 +118,7 @@ class MultiStreamAgent:
         end_tokens = {t for t in (tokenizer.eos_token_id,) if t is not None}
         self.frames = FrameStream(self.store, self.sections, self._encode, TimeBounds.from_budgets(budgets),
                                   stats=self.stats, emit=self._emit, listened=lambda: self.bus is not None,
-                                  signed=signed_bearings)
+                                  signed=signed_bearings, aimed=frame_line == "aimed")
         self.user = UserTextStream(self.store, self.sections, max_tokens=max_user_tokens,
                                    max_pending=max_pending_user, stats=self.stats, emit=self._emit,
                                    notice=OncePerKind(notify))

@@ -9,6 +9,7 @@ from envs.doom_env import DoomEnv
 
 from agent_runtime.clocks import MS_PER_TIC, WallClock
 from agent_runtime.sync_world import TimedFrame
+from agent_runtime.turning import TurnInFlight
 
 
 class RealTimeWorld:
@@ -19,6 +20,7 @@ class RealTimeWorld:
         self.clock = WallClock()
         self._release_at: float | None = None
         self._started = False
+        self.turns = TurnInFlight()
 
     @property
     def tic(self) -> int:
@@ -35,6 +37,7 @@ class RealTimeWorld:
     def start(self, record_path=None, seed=None) -> TimedFrame:
         """A new episode; session time starts at the first one's first frame."""
         first = self.env.new_episode(record_path)
+        self.turns.clear()
         if not self._started:
             self.clock.t0, self._started = first.t_read, True
         return TimedFrame(first, self.clock.ms(first.t_read))
@@ -43,6 +46,7 @@ class RealTimeWorld:
         """Press now (applied at the next tic); release after `tics` tics."""
         self.env.game.set_action(self.env.action_vector(buttons))
         self._release_at = self.clock.now_ms + tics * MS_PER_TIC
+        self.turns.record(buttons, tics, self.tic)
 
     def pass_step(self, outcome) -> None:
         """Nothing to charge: the world ran by itself while the step computed."""
@@ -54,4 +58,6 @@ class RealTimeWorld:
             self.env.game.set_action(self.env.action_vector({}))
             self._release_at = None
         frame = self.env.read_frame()
-        return [] if frame is None else [TimedFrame(frame, self.clock.ms(frame.t_read))]
+        if frame is None:
+            return []
+        return [TimedFrame(frame, self.clock.ms(frame.t_read), self.turns.degrees_after(frame.tic))]

@@ -5,9 +5,11 @@ What stays loaded across episodes lives here; each episode gets its own world, a
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
 from agent_runtime.action_grammar import ActionGrammar
+from agent_runtime.adapters import view_mismatch
 from agent_runtime.config import RunConfig
 from agent_runtime.kv_block_store import KVBlockStore
 from agent_runtime.model_loader import LoadedModel
@@ -52,6 +54,9 @@ class Runtime:
                 owned.close()
             raise
         runtime.env = owned
+        mismatch = view_mismatch(loaded.adapter, config.engine)
+        if warn and mismatch:
+            print(mismatch, file=sys.stderr, flush=True)
         return runtime
 
     @classmethod

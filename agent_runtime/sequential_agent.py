@@ -23,6 +23,7 @@ from agent_runtime.prompts import ACTION_PROMPT, FRAME_PREFIX, THOUGHT_PROMPT, s
 from agent_runtime.sampler import Sampler
 from agent_runtime.session_loop import SessionLoop
 from agent_runtime.session_result import session_result
+from agent_runtime.streams.frames import frame_line_options
 from agent_runtime.sync_world import SyncWorld, TimedFrame
 from agent_runtime.time_bounds import TimeBounds
 from agent_runtime.view import View
@@ -43,6 +44,7 @@ class SequentialAgent:
                  history_cycles: int = 2, temperature: float = 0.8, source: str = "sequential"):
         self.runner, self.store, self.tok = runtime.runner, runtime.store, runtime.tokenizer
         self.signed_bearings = runtime.config.engine.signed_bearings
+        self.aimed = runtime.config.engine.frame_line == "aimed"
         self.generation, self.think_tokens, self.history_cycles, self.source = generation, think_tokens, history_cycles, source
         self.sample = Sampler(temperature, seed)
         self.scorer = CommandScorer(runtime.grammar, self.tok)
@@ -85,7 +87,8 @@ class SequentialAgent:
         self.latest = None
         view = View(self.store, [self.system] + self.history, name="sequential")
         view.start_own("cycle")
-        frame_tokens = self._enc(FRAME_PREFIX + encode_observation(timed.frame, signed=self.signed_bearings))
+        frame_tokens = self._enc(FRAME_PREFIX + encode_observation(
+            timed.frame, **frame_line_options(timed, self.signed_bearings, self.aimed)))
         if not self.think_tokens:  # no-think: frame and action prompt in one forward, like a multi-stream decision
             return self._decide(view, timed, frame_tokens + self.action_prompt, None)
         tokens = frame_tokens + self.thought_prompt

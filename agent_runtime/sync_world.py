@@ -13,6 +13,7 @@ from envs.frame import Frame
 
 from agent_runtime.clocks import MS_PER_TIC, SessionClock
 from agent_runtime.time_bounds import TimeBounds
+from agent_runtime.turning import TurnInFlight
 
 
 @dataclass
@@ -21,6 +22,7 @@ class TimedFrame:
 
     frame: Frame
     read_ms: float
+    turn_in_flight: float = 0.0  # degrees (positive = left) the view still turns after this frame (turning.py)
 
 
 class SyncWorld:
@@ -31,6 +33,7 @@ class SyncWorld:
         self._held: dict = {}
         self._held_tics = 0
         self._frames: list[TimedFrame] = []
+        self.turns = TurnInFlight()
         self.reward = 0.0
 
     @property
@@ -43,10 +46,12 @@ class SyncWorld:
 
     def start(self, record_path=None, seed=None) -> TimedFrame:
         """A new episode; its first frame."""
+        self.turns.clear()
         return TimedFrame(self.env.new_episode(record_path, seed=seed), self.clock.now_ms)
 
     def hold(self, buttons: dict, tics: int) -> None:
         self._held, self._held_tics = dict(buttons), tics
+        self.turns.record(buttons, tics, self.tic)
 
     def pass_step(self, outcome) -> float:
         """Charge one engine step's cost (the clock decides it) and let that much time pass; returns the cost."""
@@ -55,7 +60,11 @@ class SyncWorld:
         return cost
 
     def take_frames(self) -> list[TimedFrame]:
+        """The frames read since the last call, each with the turn still in flight after it (taken after the step's
+        actions ran, so a decision on them reads what its labeller reads)."""
         frames, self._frames = self._frames, []
+        for timed in frames:
+            timed.turn_in_flight = self.turns.degrees_after(timed.frame.tic)
         return frames
 
     def _play(self, tics: int) -> None:

@@ -50,11 +50,12 @@ def short_name(name: str) -> str:
     return " ".join(w.lower() for w in words) or name.lower()
 
 
-def bearing_degrees(frame: Frame, obj: ObjectLabel) -> float:
-    """Angle from the view direction to obj, in (-180, 180], positive = left."""
+def bearing_degrees(frame: Frame, obj: ObjectLabel, turned: float = 0.0) -> float:
+    """Angle from the view direction to obj, in (-180, 180], positive = left; `turned`: degrees (positive = left)
+    the view turns after the frame, so the angle is the one the object will have once that turn is done."""
     v = frame.variables
     dx, dy = obj.x - v.get("POSITION_X", 0.0), obj.y - v.get("POSITION_Y", 0.0)
-    rel = math.degrees(math.atan2(dy, dx)) - v.get("ANGLE", 0.0)
+    rel = math.degrees(math.atan2(dy, dx)) - v.get("ANGLE", 0.0) - turned
     rel = (rel + 180.0) % 360.0 - 180.0
     return 180.0 if rel == -180.0 else rel
 
@@ -64,24 +65,33 @@ def distance_units(frame: Frame, obj: ObjectLabel) -> float:
     return math.hypot(obj.x - v.get("POSITION_X", 0.0), obj.y - v.get("POSITION_Y", 0.0))
 
 
-def visible_objects(frame: Frame, *, privileged: bool = False) -> list[ObjectLabel]:
-    """Objects worth describing (no Self), nearest first; off-screen ones only when privileged."""
+def visible_objects(frame: Frame, *, privileged: bool = False, aim_order: bool = False,
+                    turned: float = 0.0) -> list[ObjectLabel]:
+    """Objects worth describing (no Self), nearest first; off-screen ones only when privileged. aim_order: the order
+    an aimer takes them in instead: near ones first, then by whole degrees from the crosshair (after `turned`)."""
     chosen: dict[int, ObjectLabel] = {}
     pool = frame.labels + (frame.objects if privileged else ())
     for obj in pool:
         if obj.category not in SKIPPED_CATEGORIES and obj.object_id not in chosen:
             chosen[obj.object_id] = obj
-    return sorted(chosen.values(), key=lambda o: (round(distance_units(frame, o)), o.name, o.object_id))
+
+    def key(o):
+        units = distance_units(frame, o)
+        if aim_order:
+            aim = (distance_band(units) != "near", round(abs(bearing_degrees(frame, o, turned))))
+            return (*aim, round(units), o.name, o.object_id)
+        return (round(units), o.name, o.object_id)
+    return sorted(chosen.values(), key=key)
 
 
 def distance_band(units: float) -> str:
     return "near" if units <= NEAR_UNITS else ("mid" if units <= MID_UNITS else "far")
 
 
-def describe_object(frame: Frame, obj: ObjectLabel, *, signed: bool = False) -> str:
+def describe_object(frame: Frame, obj: ObjectLabel, *, signed: bool = False, turned: float = 0.0) -> str:
     """signed: the side word always says the sign ("left 3"; "ahead" only at 0), which aiming within a few degrees
-    needs; else any |bearing| below AHEAD_DEGREES reads "ahead"."""
-    bearing = bearing_degrees(frame, obj)
+    needs; else any |bearing| below AHEAD_DEGREES reads "ahead". turned: see bearing_degrees."""
+    bearing = bearing_degrees(frame, obj, turned)
     ahead = round(abs(bearing)) == 0 if signed else abs(bearing) < AHEAD_DEGREES
     side = "ahead" if ahead else ("left" if bearing > 0 else "right")
     return f"{short_name(obj.name)} {side} {abs(bearing):.0f} {distance_band(distance_units(frame, obj))}"
@@ -92,14 +102,18 @@ def encode_status(frame: Frame) -> str:
     return f"hp {frame.health:.0f} ammo {frame.ammo:.0f}"
 
 
-def encode_seen(frame: Frame, *, privileged: bool = False, max_objects: int = MAX_OBJECTS, signed: bool = False) -> str:
-    """What is in view: "obj side deg band; ..." nearest first, or "nothing in view"."""
-    objects = visible_objects(frame, privileged=privileged)[:max_objects]
-    return "; ".join(describe_object(frame, o, signed=signed) for o in objects) if objects else "nothing in view"
+def encode_seen(frame: Frame, *, privileged: bool = False, max_objects: int = MAX_OBJECTS, signed: bool = False,
+                aim_order: bool = False, turned: float = 0.0) -> str:
+    """What is in view: "obj side deg band; ..." nearest first (or in aim_order), or "nothing in view"."""
+    objects = visible_objects(frame, privileged=privileged, aim_order=aim_order, turned=turned)[:max_objects]
+    if not objects:
+        return "nothing in view"
+    return "; ".join(describe_object(frame, o, signed=signed, turned=turned) for o in objects)
 
 
 def encode_observation(frame: Frame, *, privileged: bool = False, max_objects: int = MAX_OBJECTS,
-                       signed: bool = False) -> str:
+                       signed: bool = False, aim_order: bool = False, turned: float = 0.0) -> str:
     """One line: "hp H ammo A | obj side deg band; ..." (or "| nothing in view")."""
-    seen = encode_seen(frame, privileged=privileged, max_objects=max_objects, signed=signed)
+    seen = encode_seen(frame, privileged=privileged, max_objects=max_objects, signed=signed, aim_order=aim_order,
+                       turned=turned)
     return f"{encode_status(frame)} | {seen}"

@@ -52,6 +52,7 @@ def _episodes_arguments(p, what: str) -> None:
     _out_argument(p, what)
     _model_arguments(p)
     p.add_argument("--max-tics", type=int, help="cap each episode at this many tics")
+    p.add_argument("--config", help="YAML run config (default configs/default.yaml)")
     p.add_argument("--think-tokens", type=int, default=64, help="sequential agent's thought tokens per cycle (default 64)")
     p.add_argument("--fixed-cost", action="store_true", help="deterministic fixed-cost clock instead of measured compute")
     fanout_options.add_arguments(p)  # --workers, --ray-address
@@ -140,7 +141,7 @@ def _open_runtime(args, loaded, *, env_seed: int, config_seed: int | None = None
     from agent_runtime.config import load_config
     from agent_runtime.runtime import Runtime
 
-    config = load_config(scenario=args.scenario, seed=config_seed, clock=clock)
+    config = load_config(getattr(args, "config", None), scenario=args.scenario, seed=config_seed, clock=clock)
     return Runtime.open(config, loaded=loaded, scenario=args.scenario, env_seed=env_seed, clock=clock or "sync",
                         device=device)
 
@@ -353,7 +354,7 @@ def _run_play(args) -> int:
     from envs.doom_env import DoomEnv
 
     def here(loaded, info):
-        config = load_config(scenario=args.scenario, seed=args.seed)
+        config = load_config(args.config, scenario=args.scenario, seed=args.seed)
         with DoomEnv(args.scenario, seed=args.seed) as env:
             runtimes = play_runtimes(loaded, config, env, agents, model_spec=args.model)
             result = run_play_bench(env, lambda s: DoomEnv(args.scenario, seed=s), runtimes, episodes=args.episodes,

@@ -31,6 +31,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="DAgger's mix: each decision executes the expert's command instead of the model's with "
                         "probability P (default 0: the model plays; 1: the expert plays, the model's view is recorded)")
     p.add_argument("--max-tics", type=int, help="stop each episode after this many tics")
+    p.add_argument("--config", help="YAML run config (default configs/default.yaml)")
     p.add_argument("--threads", type=int, help="torch threads (default: the cores actually free)")
     p.add_argument("--fixed-cost", action="store_true",
                    help="charge each engine step a fixed cost per token instead of its measured compute time")
@@ -71,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
         from agent_runtime.fanout.collect_fanout import run_collect
 
         return run_collect(args, out)
-    config = load_config(scenario=args.scenario, seed=args.seed)
+    config = load_config(args.config, scenario=args.scenario, seed=args.seed)
     with Runtime.open(config, model=args.model, threads=args.threads, seed=MODEL_SEED, adapter=args.adapter,
                       env_seed=args.seed) as runtime:
         env, loaded = runtime.env, runtime.loaded
@@ -81,7 +82,8 @@ def run(args: argparse.Namespace) -> int:
             if log.next_episode:
                 print(f"resuming {out}: {log.next_episode} episode(s) already collected", file=sys.stderr, flush=True)
             labeler = ExpertLabeler(env.buttons, log, screen_width=env.resolution[1], words=runtime.grammar.words,
-                                    expert_acts=args.expert_acts, expert=args.labeller)
+                                    expert_acts=args.expert_acts, expert=args.labeller,
+                                    aimed=config.engine.frame_line == "aimed")
             bus = EventBus("collect", keep=False)
             bus.sinks.append(labeler)
             for index in range(log.next_episode, args.episodes):

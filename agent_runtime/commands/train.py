@@ -74,7 +74,6 @@ def run(args: argparse.Namespace) -> int:
     from agent_runtime.action_grammar import ActionGrammar
     from agent_runtime.commands import writable_dir
     from agent_runtime.model_loader import EMBEDDED_MODEL_ID, load_for_cpu
-    from agent_runtime.recording.rerun import with_legacy_engine
     from agent_runtime.training.command_scores import Candidates
     from agent_runtime.training.lora_trainer import Example, TrainSettings, evaluate, split, train, with_adapters
 
@@ -88,9 +87,9 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"the data was collected with weights {manifests[0]['model_weight_hash']}, but {loaded.model_id} "
                         f"has {loaded.base_weight_hash}; pass the base model the data came from with --model")
     # the candidates the collecting runtime compared (settings older data predates: what that runtime did)
-    engine = with_legacy_engine(manifests[0].get("config", {}))["engine"]
+    engine = _view_settings(manifests, args.data)
     grammar = ActionGrammar(tuple(manifests[0]["buttons"]), loaded.tokenizer, scenario=manifests[0]["scenario"],
-                            default_tics=engine.get("action_hold_tics", 4), hold_counts=engine["hold_counts"],
+                            default_tics=engine["action_hold_tics"] or 4, hold_counts=engine["hold_counts"],
                             count_text=engine["hold_count_text"])
     candidates = Candidates.from_grammar(grammar, loaded.tokenizer)
     examples = [Example(row["tokens"], candidates.index(row["label"], row["label_tics"]), (d, row["episode"]))
@@ -115,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
         "data": [str(Path(d).resolve()) for d in args.data], "data_hash": data_hash,
         "scenarios": sorted({m["scenario"] for m in manifests}), "buttons": manifests[0]["buttons"],
         "candidates": list(candidates.texts), "settings": settings.__dict__, "train_decisions": len(train_set),
-        "held_out_decisions": len(test_set), "held_out_untrained": before, "held_out": after,
+        "held_out_decisions": len(test_set), "held_out_untrained": before, "held_out": after, "engine": engine,
         "train_seconds": round(time.monotonic() - t0, 1), "device": args.device, "history": asdict(history),
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
@@ -125,6 +124,22 @@ def run(args: argparse.Namespace) -> int:
           f"{', '.join(f'{k} {v:.0%}' for k, v in after['per_command'].items())}); plot {out / 'training.png'}",
           flush=True)
     return 0
+
+
+def _view_settings(manifests: list[dict], data: list[str]) -> dict:
+    """The engine settings the data's views were written with (what older data predates: what that runtime did),
+    the same for every data set: an adapter learns one way of writing views."""
+    from agent_runtime.adapters import VIEW_SETTINGS
+    from agent_runtime.recording.rerun import with_legacy_engine
+
+    settings = [{k: with_legacy_engine(m.get("config", {}))["engine"].get(k) for k in VIEW_SETTINGS} for m in manifests]
+    for d, s in zip(data[1:], settings[1:]):
+        differ = [k for k in VIEW_SETTINGS if s[k] != settings[0][k]]
+        if differ:
+            raise UserError(f"--data {d} was collected with views written otherwise than {data[0]} "
+                            f"({', '.join(f'engine.{k}: {s[k]!r} vs {settings[0][k]!r}' for k in differ)}); "
+                            "train on data sets of one kind")
+    return settings[0]
 
 
 def _progress_bar(steps: int):

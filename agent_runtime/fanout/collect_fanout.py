@@ -42,7 +42,7 @@ class CollectJob:
         from agent_runtime.training.expert_labeler import ExpertLabeler
 
         a = self.args
-        config = load_config(scenario=a.scenario, seed=a.seed)
+        config = load_config(a.config, scenario=a.scenario, seed=a.seed)
         decide_once(threads)
         self.runtime = Runtime.open(config, model=a.model, threads=threads, seed=collect.MODEL_SEED, adapter=a.adapter,
                                     env_seed=a.seed, announce=False)
@@ -50,7 +50,7 @@ class CollectJob:
         require_expressible(self.env)
         self.labeler = ExpertLabeler(self.env.buttons, _EpisodeDecisions(), screen_width=self.env.resolution[1],
                                      words=self.runtime.grammar.words, expert_acts=self.args.expert_acts,
-                                     expert=self.args.labeller)
+                                     expert=self.args.labeller, aimed=config.engine.frame_line == "aimed")
         self.bus = EventBus("collect", keep=False)
         self.bus.sinks.append(self.labeler)
         return {"model": loaded.model_id, "cpu_path": loaded.cpu.name,

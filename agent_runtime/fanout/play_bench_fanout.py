@@ -30,7 +30,7 @@ class BenchJob:
         a = self.args
         decide_once(threads)
         loaded = load_for_cpu(a.model, dtype=a.dtype, threads=threads, adapter=a.adapter or DEFAULT, announce=False)
-        self._build(loaded, load_config(scenario=a.scenario, seed=a.seed))
+        self._build(loaded, load_config(a.config, scenario=a.scenario, seed=a.seed))
         self.fixed_cost = FixedCost() if a.fixed_cost else None
         clock = "fixed_cost" if a.fixed_cost else "compute (world advanced by measured step time)"
         return {"model": loaded.model_id, "cpu_path": loaded.cpu.name,

@@ -43,10 +43,11 @@ def recorded_step_costs(events: list[Event], source: str) -> list[float]:
 
 
 # Recordings made before the action stream chose hold counts, waited for each hold to end, stopped reading its
-# own action log, joined counts to their words and let the Thinker sit out decision steps: re-run as they ran.
+# own action log, joined counts to their words, let the Thinker sit out decision steps and wrote aimed frame lines:
+# re-run as they ran.
 LEGACY_ENGINE = {"hold_counts": False, "decision_cadence": "frame", "action_log_in_view": None,
                  "signed_bearings": False, "action_frames_in_view": None, "hold_count_text": "spaced",
-                 "think_while_deciding": True}
+                 "think_while_deciding": True, "frame_line": "seen"}
 
 
 def with_legacy_engine(config: dict) -> dict:

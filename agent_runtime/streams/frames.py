@@ -22,6 +22,11 @@ from agent_runtime.view import View
 from agent_runtime.events import Kind
 
 
+def frame_line_options(timed: TimedFrame, signed: bool, aimed: bool) -> dict:
+    """How a frame line is written (engine.signed_bearings, engine.frame_line)."""
+    return dict(signed=signed, aim_order=aimed, turned=timed.turn_in_flight if aimed else 0.0)
+
+
 @dataclass
 class FrameEntry:
     block: Block
@@ -31,8 +36,10 @@ class FrameEntry:
 class FrameStream(Stream):
     role = "frame"
 
-    def __init__(self, store, sections, encode, bounds: TimeBounds, *, stats, emit, listened, signed: bool = False):
+    def __init__(self, store, sections, encode, bounds: TimeBounds, *, stats, emit, listened, signed: bool = False,
+                 aimed: bool = False):
         self.store, self.sections, self.encode, self.bounds, self.signed = store, sections, encode, bounds, signed
+        self.aimed = aimed
         self.stats, self.emit, self.listened = stats, emit, listened
         self.pending: deque[TimedFrame] = deque()
         self.in_view: deque[FrameEntry] = deque()
@@ -72,7 +79,8 @@ class FrameStream(Stream):
             return
         timed = self.pending.pop()
         status_tokens = self._schedule_status(timed, plan)
-        tokens = self.encode(FRAME_PREFIX + encode_seen(timed.frame, signed=self.signed))
+        tokens = self.encode(FRAME_PREFIX + encode_seen(timed.frame, **frame_line_options(timed, self.signed,
+                                                                                          self.aimed)))
         block = self.store.create(f"frame{timed.frame.tic}")
         plan.add(self, StreamInput(View(self.store, own=block, name="frame"), tokens, logits="none"), scratch=True)
         plan.budget -= len(tokens) + status_tokens

@@ -30,14 +30,17 @@ class ExpertLabeler:
     """An event sink and a decision hook for one episode at a time."""
 
     def __init__(self, buttons, log: DecisionLog, *, screen_width: int = 160, words: dict | None = None,
-                 expert_acts: float = 0.0, expert: str = "view"):
-        """words: the grammar's word per command (ActionGrammar.words), needed when the expert acts."""
+                 expert_acts: float = 0.0, expert: str = "view", aimed: bool = True):
+        """words: the grammar's word per command (ActionGrammar.words), needed when the expert acts; aimed: the
+        runtime writes aimed frame lines (engine.frame_line), which the view expert then reads as written."""
         if not 0.0 <= expert_acts <= 1.0:
             raise ValueError(f"expert_acts must be in [0, 1], not {expert_acts}")
         if expert not in LABELLERS:
             raise ValueError(f"expert must be one of {', '.join(LABELLERS)}, not {expert!r}")
         full = expert == "full"
-        self.expert = LagAwareExpertPolicy(buttons, screen_width=screen_width) if full else ViewExpert(buttons)
+        self.expert = LagAwareExpertPolicy(buttons, screen_width=screen_width) if full else ViewExpert(buttons,
+                                                                                                       aimed=aimed)
+        self.aimed = aimed and not full
         self.log, self.words, self.expert_acts = log, words or {}, expert_acts
         self.rng = random.Random(0)
         self.episode = 0
@@ -52,7 +55,8 @@ class ExpertLabeler:
     def on_decision(self, tokens: list[int], timed, command) -> Command | None:
         """The agent decided `command` on `timed` (a TimedFrame) reading `tokens`: store it with the label; return
         the expert's command when the expert acts this decision."""
-        label, tics = self.expert.command_for(timed.frame)
+        label, tics = (self.expert.command_for(timed.frame, timed.turn_in_flight) if self.aimed
+                       else self.expert.command_for(timed.frame))
         self.log.add(Decision(self.episode, timed.frame.tic, list(tokens), command.name, label, tics))
         self.decisions += 1
         self.agreed += label == command.name

@@ -12,7 +12,8 @@ old on defend_the_center (10 seeds): 20.9 and 17.4 kills a game; without its pre
 from __future__ import annotations
 
 from agent_runtime.action_grammar import NOOP
-from agent_runtime.expert_policy import FIRE_HOLD_TICS, MAX_HOLD_TICS, PICKUP_CATEGORIES, TURN_SIGN, TurnModel
+from agent_runtime.expert_policy import FIRE_HOLD_TICS, PICKUP_CATEGORIES
+from agent_runtime.turning import MAX_HOLD_TICS, TURN_SIGN, TurnModel
 from envs.frame import Frame
 from envs.observation_text import MAX_OBJECTS, bearing_degrees, distance_band, distance_units, visible_objects
 
@@ -24,7 +25,10 @@ STRAFE_DEGREES_PER_TIC = {"near": 6.0, "mid": 2.5, "far": 1.0}  # what a strafe 
 class ViewExpert:
     """command_for(frame) -> (button or NOOP, hold tics); observe_executed() as the executor runs commands."""
 
-    def __init__(self, buttons, *, turn_model: TurnModel | None = None):
+    def __init__(self, buttons, *, turn_model: TurnModel | None = None, aimed: bool = False):
+        """aimed: the view's frame lines are engine.frame_line "aimed" (bearings after the turn in flight, in aim
+        order), so the expert reads them as written; else it turns the frame's bearings away itself."""
+        self.aimed = aimed
         present = set(buttons)
         self.can_turn = set(TURN_SIGN) <= present
         self.can_strafe = {"MOVE_LEFT", "MOVE_RIGHT"} <= present
@@ -38,11 +42,17 @@ class ViewExpert:
     def observe_executed(self, command: str, tics: int, start_tic: int | None = None) -> None:
         self.previous = (command, tics, start_tic if start_tic is not None else -10**9)
 
-    def command_for(self, frame: Frame) -> tuple[str, int]:
+    def command_for(self, frame: Frame, turn_in_flight: float | None = None) -> tuple[str, int]:
+        """turn_in_flight: the world's copy of the turn still to run after the frame (TimedFrame.turn_in_flight),
+        which an aimed frame line was written with; None: from the previous command observed."""
         rotation, held = self._in_flight(frame.tic)
+        if turn_in_flight is not None:
+            rotation = turn_in_flight
         wanted = (lambda o: o.category == "Monster") if self.hunting else (lambda o: o.category in PICKUP_CATEGORIES)
-        seen = [(self._bearing(frame, o) - rotation, distance_band(distance_units(frame, o)))
-                for o in visible_objects(frame)[:MAX_OBJECTS] if o.box is not None and wanted(o)]
+        turned = rotation if self.aimed else 0.0
+        listed = visible_objects(frame, aim_order=self.aimed, turned=turned)[:MAX_OBJECTS]
+        seen = [(self._bearing(frame, o, turned) - (rotation - turned), distance_band(distance_units(frame, o)))
+                for o in listed if o.box is not None and wanted(o)]
         if not seen:
             return self._scan()
         near = [s for s in seen if s[1] == "near"]
@@ -57,9 +67,9 @@ class ViewExpert:
         return ("MOVE_LEFT" if bearing > 0 else "MOVE_RIGHT"), min(max(tics, 1), MAX_HOLD_TICS)
 
     @staticmethod
-    def _bearing(frame: Frame, obj) -> float:
+    def _bearing(frame: Frame, obj, turned: float) -> float:
         """As the frame line writes it: whole degrees, positive = left."""
-        bearing = bearing_degrees(frame, obj)
+        bearing = bearing_degrees(frame, obj, turned)
         return round(abs(bearing)) * (1 if bearing > 0 else -1)
 
     def _in_flight(self, frame_tic: int) -> tuple[float, int]:
