@@ -47,11 +47,11 @@ dagger: install
 	  adapter=$(DAGGER_DIR)/adapter-round$$r; \
 	done; echo "newest adapter: $$adapter"
 
-# The shipped adapter (agent_runtime/trained/smollm2-doom): one DAgger round on defend_the_center, 24 episodes with the
+# The shipped adapter (agent_runtime/trained/smollm2-doom): one DAgger round on defend_the_center, 48 episodes with the
 # view expert acting on 75% of decisions (the untrained model on the rest: states off the expert's path), 400 steps,
 # then copied into the package (its README.md is kept). Seeds 1000+: disjoint from bench play's 0-9.
 adapter: install
-	$(MAKE) dagger DAGGER_ROUNDS=1 DAGGER_EPISODES=24 DAGGER_FIRST_MIX=0.75 DAGGER_STEPS=400 \
+	$(MAKE) dagger DAGGER_ROUNDS=1 DAGGER_EPISODES=48 DAGGER_FIRST_MIX=0.75 DAGGER_STEPS=400 \
 	  DAGGER_SCENARIO=defend_the_center
 	cp agent_runtime/trained/smollm2-doom/README.md $(DAGGER_DIR)/adapter-round1/README.md
 	rm -rf agent_runtime/trained/smollm2-doom

@@ -55,7 +55,7 @@ class EngineConfig(_Strict):
     # list objects in the order an aimer takes them (near ones first, then nearest the crosshair): what the view
     # expert labels from, so its label reads off the first object; "seen": bearings as the frame shows them,
     # nearest objects first (recordings and adapters made before this setting)
-    frame_line: Literal["aimed", "seen"] = "seen"
+    frame_line: Literal["aimed", "seen"] = "aimed"
     # frames the action stream reads, the newest K of the budgets.frames_in_view the views hold (the view expert
     # decides from the newest alone, and each older line is ~25 tokens to learn to ignore); null: all of them
     action_frames_in_view: int | None = Field(1, ge=1, le=64)

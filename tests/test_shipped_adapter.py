@@ -26,6 +26,12 @@ def test_the_shipped_adapter_is_small_and_names_the_weights_and_data_it_was_trai
     # it scores the expert's exact command and hold, and the command alone, better on held-out episodes than the
     # untrained model does (which, with counts joined to their words, already picks the expert's hold a third of the time)
     trained, untrained = manifest["held_out"], manifest["held_out_untrained"]
+    # and it learned from views written as the default config writes them (no warning on `make demo`)
+    from agent_runtime.adapters import VIEW_SETTINGS
+    from agent_runtime.config import load_config
+
+    engine = load_config().engine
+    assert {k: getattr(engine, k) for k in VIEW_SETTINGS} == manifest["engine"]
     assert trained["accuracy"] > untrained["accuracy"] + 0.15
     assert trained["command_accuracy"] > untrained["command_accuracy"] + 0.1
 

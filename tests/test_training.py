@@ -250,23 +250,23 @@ def test_an_episode_plays_with_an_adapter_names_it_in_its_recording_and_reruns_w
 def test_an_adapter_remembers_how_its_views_were_written_and_a_run_that_writes_them_otherwise_warns(tmp_path):
     """`train` stores the data's view settings (engine.frame_line, ...) in the adapter's manifest; a run whose config
     writes views otherwise says so in one line; data sets of two kinds are not trained on together."""
-    aimed = tmp_path / "aimed.yaml"
-    aimed.write_text((REPO / "configs" / "default.yaml").read_text().replace("frame_line: seen", "frame_line: aimed"))
-    assert "frame_line: aimed" in aimed.read_text()
+    seen = tmp_path / "seen.yaml"
+    seen.write_text((REPO / "configs" / "default.yaml").read_text().replace("frame_line: aimed", "frame_line: seen"))
+    assert "frame_line: seen" in seen.read_text()
     common = ("--model", "tiny:llama", "--fixed-cost", "--threads", "1", "--episodes", "2", "--max-tics", "60")
-    assert _cli("collect", *common, "--config", str(aimed), "--out", str(tmp_path / "aimed-data")).returncode == 0
-    assert _cli("collect", *common, "--out", str(tmp_path / "seen-data")).returncode == 0
+    assert _cli("collect", *common, "--out", str(tmp_path / "aimed-data")).returncode == 0
+    assert _cli("collect", *common, "--config", str(seen), "--out", str(tmp_path / "seen-data")).returncode == 0
     adapter = tmp_path / "adapter"
-    assert _cli("train", "--data", str(tmp_path / "aimed-data"), "--out", str(adapter), "--steps", "2",
+    assert _cli("train", "--data", str(tmp_path / "seen-data"), "--out", str(adapter), "--steps", "2",
                 "--threads", "1").returncode == 0
     views = json.loads((adapter / "manifest.json").read_text())["engine"]
-    assert views["frame_line"] == "aimed" and views["hold_count_text"] == "joined" and views["hold_counts"] is True
+    assert views["frame_line"] == "seen" and views["hold_count_text"] == "joined" and views["hold_counts"] is True
     run = ("episode", "--model", "tiny:llama", "--fixed-cost", "--threads", "1", "--max-tics", "20", "--no-record",
            "--adapter", str(adapter))
     otherwise = _cli(*run)
     assert otherwise.returncode == 0, otherwise.stderr
-    assert "engine.frame_line: 'aimed' (this run 'seen')" in otherwise.stderr
-    same = _cli(*run, "--config", str(aimed))
+    assert "engine.frame_line: 'seen' (this run 'aimed')" in otherwise.stderr
+    same = _cli(*run, "--config", str(seen))
     assert same.returncode == 0 and "learned from views" not in same.stderr
     mixed = _cli("train", "--data", str(tmp_path / "aimed-data"), str(tmp_path / "seen-data"), "--out",
                  str(tmp_path / "mixed"), "--steps", "2", "--threads", "1")
