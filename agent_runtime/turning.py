@@ -58,6 +58,11 @@ class TurnInFlight:
         self.sign = TURN_SIGN[pressed[0]] if len(pressed) == 1 else 0.0
         self.tics, self.start = tics, start_tic
 
+    @property
+    def turning_tics(self) -> int:
+        """The hold's length when it turns (the engine's slow-turn ramp a turn continuing it keeps), else 0."""
+        return self.tics if self.sign else 0
+
     def degrees_after(self, tic: int) -> float:
         """Degrees (positive = left) the held turn still makes after `tic` (its slow-turn ramp from its first tic)."""
         if not self.sign:

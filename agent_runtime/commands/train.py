@@ -132,7 +132,8 @@ def _view_settings(manifests: list[dict], data: list[str]) -> dict:
     from agent_runtime.adapters import VIEW_SETTINGS
     from agent_runtime.recording.rerun import with_legacy_engine
 
-    settings = [{k: with_legacy_engine(m.get("config", {}))["engine"].get(k) for k in VIEW_SETTINGS} for m in manifests]
+    engines = [with_legacy_engine(m.get("config", {}))["engine"] for m in manifests]
+    settings = [{k: engine.get(k) for k in VIEW_SETTINGS} for engine in engines]
     for d, s in zip(data[1:], settings[1:]):
         differ = [k for k in VIEW_SETTINGS if s[k] != settings[0][k]]
         if differ:

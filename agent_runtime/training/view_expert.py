@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from agent_runtime.action_grammar import NOOP
 from agent_runtime.expert_policy import FIRE_HOLD_TICS, PICKUP_CATEGORIES
-from agent_runtime.turning import MAX_HOLD_TICS, TURN_SIGN, TurnModel
+from agent_runtime.turning import MAX_HOLD_TICS, TURN_SIGN, TurnInFlight, TurnModel
 from envs.frame import Frame
 from envs.observation_text import MAX_OBJECTS, bearing_degrees, distance_band, distance_units, visible_objects
 
@@ -37,10 +37,10 @@ class ViewExpert:
         self.reset()
 
     def reset(self) -> None:
-        self.previous: tuple[str, int, int] | None = None  # (command, tics, start tic) last executed
+        self.previous = TurnInFlight(self.turn)  # the command last executed, as the world keeps its own
 
     def observe_executed(self, command: str, tics: int, start_tic: int | None = None) -> None:
-        self.previous = (command, tics, start_tic if start_tic is not None else -10**9)
+        self.previous.record({command: 1.0}, tics, start_tic if start_tic is not None else -10**9)
 
     def command_for(self, frame: Frame, turn_in_flight: float | None = None) -> tuple[str, int]:
         """turn_in_flight: the world's copy of the turn still to run after the frame (TimedFrame.turn_in_flight),
@@ -74,11 +74,7 @@ class ViewExpert:
 
     def _in_flight(self, frame_tic: int) -> tuple[float, int]:
         """Degrees (positive = left) the previous command still turns after `frame_tic`, and the turn's tics held."""
-        if self.previous is None or self.previous[0] not in TURN_SIGN:
-            return 0.0, 0
-        command, tics, start = self.previous
-        done = min(max(frame_tic - start, 0), tics)
-        return TURN_SIGN[command] * (self.turn.degrees(tics) - self.turn.degrees(done)), tics
+        return self.previous.degrees_after(frame_tic), self.previous.turning_tics
 
     def _turn(self, bearing: float, held: int) -> tuple[str, int]:
         tics = self.turn.nearest_hold(bearing, held, shortest=1)
