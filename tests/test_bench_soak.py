@@ -30,10 +30,10 @@ def soak(*args: str, timeout: float) -> subprocess.CompletedProcess:
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
 
 
-@pytest.mark.slow  # 30 s of real-time play on the embedded model, plus loading: ~45 s
-def test_a_short_soak_reports_memory_sequence_and_barge_ins_timed_from_speech_onset(tmp_path):
+@pytest.mark.slow  # the CI soak of issue #14: one minute of real-time play on the embedded model, plus loading
+def test_the_one_minute_ci_soak_reports_memory_sequence_and_barge_ins_timed_from_speech_onset(tmp_path):
     out, path = tmp_path / "out", tmp_path / "soak-result.json"
-    proc = soak("--minutes", "0.5", "--every", "3", "--out", str(out), "--json", str(path), timeout=400)
+    proc = soak("--minutes", "1", "--every", "3", "--out", str(out), "--json", str(path), timeout=600)
     assert proc.returncode == 0, proc.stderr
     assert "machine:" in proc.stderr and "targets:" in proc.stdout and "first fifth" in proc.stdout
     result = json.loads(path.read_text())
@@ -44,6 +44,7 @@ def test_a_short_soak_reports_memory_sequence_and_barge_ins_timed_from_speech_on
         assert key in result, key
     assert result["complete"] is True and result["events"] > 100 and result["seq_gaps"] == 0, brief
     assert result["seq_duplicates"] == 0 and result["passed_seq_gaps"] is True, brief
+    assert result["rss_growth_pct"] < 5.0, brief
     assert result["actions_executed"] > 10 and result["reaction_ms_p95_first_fifth"] > 0, brief
     for key in ("rss_mb_first_fifth", "rss_mb_last_fifth", "kv_pages_first_fifth", "kv_pages_last_fifth"):
         assert isinstance(result[key], (int, float)) and result[key] > 0, brief
@@ -55,15 +56,6 @@ def test_a_short_soak_reports_memory_sequence_and_barge_ins_timed_from_speech_on
         assert t["onset_to_detection_ms"] > 0, t
         assert t["onset_to_silence_ms"] >= t["detection_to_silence_ms"] >= 0, t
     assert result["barge_in_ms_p95"] >= result["barge_in_detection_ms_p95"]
-
-
-@pytest.mark.slow  # the CI soak: one minute of real-time play
-def test_the_one_minute_ci_soak_has_no_sequence_gaps_and_flat_memory(tmp_path):
-    proc = soak("--minutes", "1", "--json", "--out", str(tmp_path), timeout=600)
-    assert proc.returncode == 0, proc.stderr
-    result = json.loads(proc.stdout)
-    assert result["complete"] is True and result["seq_gaps"] == 0, result["seq_gaps"]
-    assert result["rss_growth_pct"] < 5.0, (result["rss_mb_first_fifth"], result["rss_mb_last_fifth"])
 
 
 @pytest.mark.parametrize("args, expected", [

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import random
 import subprocess
 import sys
@@ -254,8 +255,14 @@ def test_an_adapter_remembers_how_its_views_were_written_and_a_run_that_writes_t
     seen.write_text((REPO / "configs" / "default.yaml").read_text().replace("frame_line: aimed", "frame_line: seen"))
     assert "frame_line: seen" in seen.read_text()
     common = ("--model", "tiny:llama", "--fixed-cost", "--threads", "1", "--episodes", "2", "--max-tics", "60")
-    assert _cli("collect", *common, "--out", str(tmp_path / "aimed-data")).returncode == 0
     assert _cli("collect", *common, "--config", str(seen), "--out", str(tmp_path / "seen-data")).returncode == 0
+    # the same decisions, as a data set whose manifest says its lines were aimed (what collect with the default
+    # config writes there; one collect fewer)
+    shutil.copytree(tmp_path / "seen-data", tmp_path / "aimed-data")
+    manifest = json.loads((tmp_path / "aimed-data" / "manifest.json").read_text())
+    assert manifest["config"]["engine"]["frame_line"] == "seen"
+    manifest["config"]["engine"]["frame_line"] = "aimed"
+    (tmp_path / "aimed-data" / "manifest.json").write_text(json.dumps(manifest))
     adapter = tmp_path / "adapter"
     assert _cli("train", "--data", str(tmp_path / "seen-data"), "--out", str(adapter), "--steps", "2",
                 "--threads", "1").returncode == 0

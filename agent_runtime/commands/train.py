@@ -79,6 +79,8 @@ def run(args: argparse.Namespace) -> int:
 
     _check_args(args)
     manifests, decisions, data_hash = _data_sets(args.data)
+    # the candidates the collecting runtime compared (settings older data predates: what that runtime did)
+    engine = _view_settings(manifests, args.data)
     out = Path(args.out)
     writable_dir(str(out.parent if str(out.parent) else "."), "--out")
     spec = args.model or (manifests[0]["model_id"] if manifests[0]["model_id"] != EMBEDDED_MODEL_ID else None)
@@ -86,8 +88,6 @@ def run(args: argparse.Namespace) -> int:
     if loaded.base_weight_hash != manifests[0]["model_weight_hash"]:
         raise UserError(f"the data was collected with weights {manifests[0]['model_weight_hash']}, but {loaded.model_id} "
                         f"has {loaded.base_weight_hash}; pass the base model the data came from with --model")
-    # the candidates the collecting runtime compared (settings older data predates: what that runtime did)
-    engine = _view_settings(manifests, args.data)
     grammar = ActionGrammar(tuple(manifests[0]["buttons"]), loaded.tokenizer, scenario=manifests[0]["scenario"],
                             default_tics=engine["action_hold_tics"] or 4, hold_counts=engine["hold_counts"],
                             count_text=engine["hold_count_text"])
