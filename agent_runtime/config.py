@@ -22,10 +22,18 @@ class BudgetConfig(_Strict):
     """Time bounds: stale frames and stale actions are dropped, never used late."""
 
     max_frame_age_ms: float = Field(250.0, gt=0)
-    max_action_age_ms: float = Field(250.0, gt=0)
+    # auto: 250 ms, or two decision steps where this machine's decision step is slower than 125 ms (time_bounds.py)
+    max_action_age_ms: float | Literal["auto"] = "auto"
     frames_in_view: int = Field(4, ge=1, le=64)
     thinker_tokens_per_paragraph: int = Field(48, ge=4, le=512)
     thinker_paragraphs_in_view: int = Field(2, ge=1, le=32)
+
+    @field_validator("max_action_age_ms")
+    @classmethod
+    def _positive_age(cls, v):
+        if v != "auto" and not v > 0:
+            raise ValueError("must be auto or a number of milliseconds above 0")
+        return v
 
 
 class EngineConfig(_Strict):

@@ -20,7 +20,6 @@ from agent_runtime.notices import OncePerKind, stderr_line
 from agent_runtime.realtime_world import RealTimeWorld
 from agent_runtime.session_loop import SessionLoop
 from agent_runtime.session_result import session_result
-from agent_runtime.time_bounds import TimeBounds
 from agent_runtime.user_inputs import LiveInputs
 from agent_runtime.user_text_limits import MAX_PENDING_TYPED_LINES, MAX_USER_TEXT_CHARS
 
@@ -105,7 +104,7 @@ def run_live(env: DoomEnv, runtime, *, seconds: float | None = None, voice=None,
     config = runtime.config
     generation = generation or (voice.session if voice is not None else SessionGeneration())
     world = RealTimeWorld(env)
-    executor = ActionExecutor(world, generation, TimeBounds.from_budgets(config.budgets))
+    executor = ActionExecutor(world, generation, runtime.time_bounds())
     printed = PrintedCommentary(generation, print_commentary) if voice is None and print_commentary else None
     speaker = voice if voice is not None else printed
     agent = MultiStreamAgent(runtime.runner, runtime.tokenizer, runtime.grammar, config.budgets, generation,

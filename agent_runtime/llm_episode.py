@@ -13,7 +13,6 @@ from agent_runtime.runtime import Runtime
 from agent_runtime.session_loop import SessionLoop
 from agent_runtime.session_result import session_result
 from agent_runtime.sync_world import SyncWorld
-from agent_runtime.time_bounds import TimeBounds
 from agent_runtime.user_inputs import ScriptedInputs
 
 
@@ -24,7 +23,7 @@ def run_llm_episode(env: DoomEnv, runtime: Runtime, *, seed: int | None = None, 
     """Play one episode with the multi-stream agent; return its result (session_result) and timing metrics.
     user_script: {engine step: text or UserInput}; replay_costs: step costs (ms) to charge instead of measuring."""
     config = runtime.config
-    bounds = TimeBounds.from_budgets(config.budgets)
+    bounds = runtime.time_bounds(fixed_cost)
     world = SyncWorld(env, SessionClock(fixed_cost, replay_costs=replay_costs), bounds)
     generation = SessionGeneration()
     executor = ActionExecutor(world, generation, bounds)
@@ -38,4 +37,6 @@ def run_llm_episode(env: DoomEnv, runtime: Runtime, *, seed: int | None = None, 
         totals = loop.run(record_path=record_path, seed=seed, max_tics=max_tics)
     finally:
         agent.close()
-    return session_result(world, executor, agent, totals, store=runtime.store)
+    result = session_result(world, executor, agent, totals, store=runtime.store)
+    result["max_action_age_ms"] = bounds.max_action_age_ms  # what fenced the actions (auto: resolved here)
+    return result

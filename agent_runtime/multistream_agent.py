@@ -116,7 +116,7 @@ class MultiStreamAgent:
         self._prefill_system(scenario)
         sample = Sampler(temperature, seed)
         end_tokens = {t for t in (tokenizer.eos_token_id,) if t is not None}
-        self.frames = FrameStream(self.store, self.sections, self._encode, TimeBounds.from_budgets(budgets),
+        self.frames = FrameStream(self.store, self.sections, self._encode, TimeBounds(max_frame_age_ms=budgets.max_frame_age_ms),
                                   stats=self.stats, emit=self._emit, listened=lambda: self.bus is not None,
                                   signed=signed_bearings, aimed=frame_line == "aimed")
         self.user = UserTextStream(self.store, self.sections, max_tokens=max_user_tokens,

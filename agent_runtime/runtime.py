@@ -6,7 +6,7 @@ What stays loaded across episodes lives here; each episode gets its own world, a
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from agent_runtime.action_grammar import ActionGrammar
 from agent_runtime.adapters import view_mismatch
@@ -14,6 +14,7 @@ from agent_runtime.config import RunConfig
 from agent_runtime.kv_block_store import KVBlockStore
 from agent_runtime.model_loader import LoadedModel
 from agent_runtime.model_runner import ModelRunner
+from agent_runtime.time_bounds import AUTO, TimeBounds
 
 
 @dataclass
@@ -24,10 +25,29 @@ class Runtime:
     grammar: ActionGrammar
     config: RunConfig
     env: object = None  # the DoomEnv Runtime.open opened (closed with the runtime), else None
+    _bounds: dict = field(default_factory=dict, repr=False)  # resolved TimeBounds per clock
 
     @property
     def tokenizer(self):
         return self.loaded.tokenizer
+
+    def time_bounds(self, fixed_cost=None, *, announce: bool = False) -> TimeBounds:
+        """The age bounds every session of this runtime plays under, resolved once per clock: max_action_age_ms
+        auto from a decision step's cost (decision_cost.py), on the fixed-cost clock that clock's price of it.
+        announce: print the bound once, when it is resolved from a measurement."""
+        from agent_runtime.decision_cost import fixed_decision_step_ms, measured_decision_step_ms
+
+        key = repr(fixed_cost) if fixed_cost is not None else "measured"
+        if key not in self._bounds:
+            step_ms = None
+            if self.config.budgets.max_action_age_ms == AUTO:
+                branches = len(self.grammar.words)
+                step_ms = (fixed_decision_step_ms(fixed_cost, branches) if fixed_cost is not None
+                           else measured_decision_step_ms(self.runner, branches))
+            self._bounds[key] = TimeBounds.from_budgets(self.config.budgets, step_ms)
+            if announce and step_ms is not None and fixed_cost is None:
+                print(self._bounds[key].describe(), file=sys.stderr, flush=True)
+        return self._bounds[key]
 
     @classmethod
     def open(cls, config: RunConfig, *, model: str | None = None, loaded: LoadedModel | None = None, env=None,

@@ -283,6 +283,8 @@ class _ModelPlayer:
         self.loaded = self.runtime.loaded
         self.threads = self.loaded.cpu.threads
         self.fixed = FixedCost() if args.fixed_cost else None
+        # the bounds the multi-stream agent plays under (max_action_age_ms auto resolved once, announced)
+        self.bounds = self.runtime.time_bounds(self.fixed, announce=True) if args.policy == "llm" else None
         self.user_script = build_user_script(user_texts, self.runtime.grammar) if user_texts else None
         self.think_tokens = {"sequential": args.think_tokens, "no_think": 0}.get(args.policy)
 
@@ -293,7 +295,7 @@ class _ModelPlayer:
             self.config, policy=self.args.policy, env_seed=seed, agent_seed=seed, index=index, model_spec=self.spec,
             model_id=self.loaded.model_id, weight_hash=self.loaded.weight_hash, model_seed=MODEL_SEED,
             threads=self.threads, fixed_cost=self.fixed, think_tokens=self.think_tokens, max_tics=self.args.max_tics,
-            cpu=self.loaded.cpu, adapter=self.loaded.adapter,
+            cpu=self.loaded.cpu, adapter=self.loaded.adapter, bounds=self.bounds,
         )
 
     def play(self, env, seed: int, recording) -> dict:

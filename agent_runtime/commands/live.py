@@ -58,11 +58,12 @@ def run(args: argparse.Namespace) -> int:
         if voice is not None:
             voice.close()
         raise
-    recordings = None if args.no_record else _recordings(args, config, loaded, voice)
+    bounds: dict = {}  # the runtime's TimeBounds, once it is open: what the recordings' manifests name
+    recordings = None if args.no_record else _recordings(args, config, loaded, voice, bounds)
     if recordings is None and voice is not None:
         voice.attach(None, None)
     try:
-        result = _play(args, config, window, generation, loaded, loaded.cpu.threads, voice, recordings)
+        result = _play(args, config, window, generation, loaded, loaded.cpu.threads, voice, recordings, bounds)
     except RecordingStopped:  # --on-disk-full stop: the guard's line said why; the recording is closed below
         return 1
     finally:
@@ -91,8 +92,8 @@ def _open_voice(args, config, generation):
                    **voice_options())  # DOOM_AGENT_AUDIO: the device-free backend instead of the sound devices
 
 
-def _recordings(args, config, loaded, voice):
-    """Every episode of the session recorded in its own directory."""
+def _recordings(args, config, loaded, voice, bounds: dict):
+    """Every episode of the session recorded in its own directory (bounds["time"]: the bounds it plays under)."""
     from agent_runtime.recording.episode_recorder import episode_manifest
     from agent_runtime.recording.live_recordings import LiveRecordings
     from agent_runtime.recording.write_guard import WriteGuard
@@ -101,20 +102,21 @@ def _recordings(args, config, loaded, voice):
         return episode_manifest(config, policy="live", env_seed=config.seed + index, agent_seed=0, index=index,
                                 model_spec=args.model or config.model.path, model_id=loaded.model_id,
                                 weight_hash=loaded.weight_hash, threads=loaded.cpu.threads, clock="realtime",
-                                cpu=loaded.cpu, adapter=loaded.adapter)
+                                cpu=loaded.cpu, adapter=loaded.adapter, bounds=bounds.get("time"))
 
     return LiveRecordings(args.out or config.recordings_dir, manifest_for, scenario=config.scenario,
                           voice=voice, guard=WriteGuard(args.on_disk_full),
                           announce=lambda d: print(f"recording: {d}", file=sys.stderr, flush=True))
 
 
-def _play(args, config, window, generation, loaded, threads, voice, recordings) -> dict:
+def _play(args, config, window, generation, loaded, threads, voice, recordings, bounds: dict) -> dict:
     from agent_runtime.live_session import TypedCommands, run_live
     from agent_runtime.runtime import Runtime
 
     with Runtime.open(config, loaded=loaded, clock="realtime", window=window) as runtime:
         env = runtime.env
         require_expressible(env)
+        bounds["time"] = runtime.time_bounds(announce=True)
         typed = TypedCommands() if sys.stdin.isatty() else None
         print(f"live: {env.scenario}, {loaded.model_id}, {threads} thread(s), window {'on' if window else 'off'}, "
               f"voice {'on' if voice else 'off'}" + ("; type commands like 'turn left' + Enter" if typed else ""),

@@ -24,10 +24,11 @@ def episode_manifest(config: RunConfig, *, policy: str, env_seed: int, agent_see
                      model_seed: int | None = None, threads: int | None = None,
                      fixed_cost: FixedCost | None = None, think_tokens: int | None = None,
                      max_tics: int | None = None, lag_tics: int = 0, clock: str | None = None,
-                     cpu=None, adapter=None) -> Manifest:
+                     cpu=None, adapter=None, bounds=None) -> Manifest:
     """The manifest of one episode. config.model.path/dtype/threads are set to what really ran; `clock` names the
     clock when it is not the one the policy implies (a live session: "realtime"); `cpu` is the CpuPath decided;
-    `adapter` the AdapterInfo merged into the weights (its path goes into config.model.adapter for a rerun)."""
+    `adapter` the AdapterInfo merged into the weights (its path goes into config.model.adapter for a rerun);
+    `bounds` the TimeBounds the session ran under (budgets.max_action_age_ms auto becomes the bound it resolved to)."""
     data = config.model_dump()
     model_policy = model_id is not None
     if model_policy:
@@ -35,6 +36,8 @@ def episode_manifest(config: RunConfig, *, policy: str, env_seed: int, agent_see
     data["model"]["threads"] = threads
     if cpu is not None:
         data["model"]["dtype"] = cpu.dtype
+    if bounds is not None:
+        data["budgets"]["max_action_age_ms"] = bounds.max_action_age_ms
     seeds: dict[str, Any] = {"run": config.seed, "env": env_seed, "agent": agent_seed}
     if model_seed is not None:
         seeds["model"] = model_seed
