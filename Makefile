@@ -14,8 +14,10 @@ DAGGER_FIRST_MIX ?= 1
 DAGGER_STEPS    ?= 300
 DAGGER_DIR      ?= dagger-out
 DAGGER_ARGS     ?=
+DAGGER_SEED     ?= 1000
+DAGGER_TRAIN_ARGS ?=
 
-.PHONY: demo test test-cpu-paths dagger adapter install system-deps clean
+.PHONY: demo test test-cpu-paths dagger adapter adapters adapter-basic adapter-health_gathering install system-deps clean
 
 demo: install
 	$(VENV)/bin/agent-runtime episode --scenario defend_the_center --episodes 1
@@ -48,10 +50,10 @@ dagger: install
 	@set -e; data=""; adapter=none; mix=$(DAGGER_FIRST_MIX); episodes=$(DAGGER_EPISODES); \
 	for r in $$(seq 1 $(DAGGER_ROUNDS)); do \
 	  $(VENV)/bin/agent-runtime collect --scenario $(DAGGER_SCENARIO) --episodes $$episodes \
-	    --seed $$((r * 1000)) --adapter $$adapter --expert-acts $$mix --out $(DAGGER_DIR)/data-round$$r $(DAGGER_ARGS); \
+	    --seed $$(($(DAGGER_SEED) + (r - 1) * 1000)) --adapter $$adapter --expert-acts $$mix --out $(DAGGER_DIR)/data-round$$r $(DAGGER_ARGS); \
 	  mix=0; episodes=$(DAGGER_LATER_EPISODES); \
 	  data="$$data $(DAGGER_DIR)/data-round$$r"; \
-	  $(VENV)/bin/agent-runtime train --data $$data --out $(DAGGER_DIR)/adapter-round$$r --steps $(DAGGER_STEPS); \
+	  $(VENV)/bin/agent-runtime train --data $$data --out $(DAGGER_DIR)/adapter-round$$r --steps $(DAGGER_STEPS) $(DAGGER_TRAIN_ARGS); \
 	  adapter=$(DAGGER_DIR)/adapter-round$$r; \
 	done; echo "newest adapter: $$adapter"
 
@@ -65,6 +67,24 @@ adapter: install
 	rm -rf agent_runtime/trained/smollm2-doom
 	mkdir -p agent_runtime/trained
 	cp -r $(DAGGER_DIR)/adapter-round1 agent_runtime/trained/smollm2-doom
+
+# The adapters of the scenarios whose buttons differ (agent_runtime/trained/smollm2-doom-<scenario>, used by default
+# there): one round, the view expert acting on 75%, rank 8 (half the size: these data sets are smaller).
+EPISODES_basic := 80
+STEPS_basic := 200
+SEED_basic := 2000
+EPISODES_health_gathering := 8
+STEPS_health_gathering := 250
+SEED_health_gathering := 3000
+
+adapter-basic adapter-health_gathering: adapter-%: install
+	$(MAKE) dagger DAGGER_ROUNDS=1 DAGGER_EPISODES=$(EPISODES_$*) DAGGER_FIRST_MIX=0.75 DAGGER_STEPS=$(STEPS_$*) \
+	  DAGGER_SCENARIO=$* DAGGER_SEED=$(SEED_$*) DAGGER_DIR=dagger-$* DAGGER_TRAIN_ARGS="--rank 8"
+	cp agent_runtime/trained/smollm2-doom-$*/README.md dagger-$*/adapter-round1/README.md
+	rm -rf agent_runtime/trained/smollm2-doom-$*
+	cp -r dagger-$*/adapter-round1 agent_runtime/trained/smollm2-doom-$*
+
+adapters: adapter adapter-basic adapter-health_gathering
 
 install: $(STAMP)
 

@@ -1,7 +1,9 @@
 """LoRA adapters written by `agent-runtime train`: checked, then merged into the weights at load.
 
 Merged once, an adapter costs nothing per engine step. One trained on other base weights, missing or corrupt is
-one clear error. "default" is the adapter shipped for the embedded model (agent_runtime/trained/, `make adapter`).
+one clear error. "default" is the adapter shipped for the embedded model and the scenario (agent_runtime/trained/,
+`make adapters`): basic and health_gathering have buttons of their own, so each has its own; every other scenario
+gets the defend_the_center one.
 """
 
 from __future__ import annotations
@@ -16,7 +18,10 @@ from agent_runtime.errors import UserError, first_line
 from agent_runtime.recording.manifest import hash_file
 
 ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors", "manifest.json")
-SHIPPED_ADAPTER = Path(__file__).resolve().parent / "trained" / "smollm2-doom"
+TRAINED = Path(__file__).resolve().parent / "trained"
+SHIPPED_ADAPTER = TRAINED / "smollm2-doom"  # defend_the_center, and any scenario without one of its own
+# scenarios whose buttons differ get their own (the command scorer compares that scenario's commands only)
+SHIPPED_BY_SCENARIO = {"basic": TRAINED / "smollm2-doom-basic", "health_gathering": TRAINED / "smollm2-doom-health_gathering"}
 DEFAULT = "default"
 NONE = "none"
 # the engine settings that decide what an action view's tokens say and which commands it scores (what an adapter
@@ -25,13 +30,21 @@ VIEW_SETTINGS = ("hold_counts", "hold_count_text", "action_hold_tics", "decision
                  "signed_bearings", "action_frames_in_view", "frame_line")
 
 
-def resolve_adapter(requested: str | None, model_spec: str | None) -> str | None:
-    """The adapter directory to merge, or None. "default": the shipped adapter on the embedded model (model_spec
-    None) and none on any other weights, which it was not trained on; "none" or None: none; else a path."""
+def shipped_adapter(scenario: str | None) -> Path:
+    """The adapter shipped for a scenario (a name or a .cfg path): its own where one was trained, else the
+    defend_the_center one."""
+    own = SHIPPED_BY_SCENARIO.get(Path(scenario).stem) if scenario else None
+    return own if own is not None and (own / "manifest.json").is_file() else SHIPPED_ADAPTER
+
+
+def resolve_adapter(requested: str | None, model_spec: str | None, scenario: str | None = None) -> str | None:
+    """The adapter directory to merge, or None. "default": the shipped adapter for `scenario` on the embedded model
+    (model_spec None) and none on any other weights, which it was not trained on; "none" or None: none; else a
+    path."""
     if requested is None or requested == NONE:
         return None
     if requested == DEFAULT:
-        return str(SHIPPED_ADAPTER) if model_spec is None else None
+        return str(shipped_adapter(scenario)) if model_spec is None else None
     return requested
 
 

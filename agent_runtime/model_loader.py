@@ -258,7 +258,8 @@ def _portable_init(model: torch.nn.Module, seed: int, *, std: float) -> None:
 
 
 def load_for_cpu(spec: str | None = None, *, dtype: str = "auto", threads: int | None = None, seed: int = 0,
-                 tokenizer: bool = True, announce: bool = True, warn: bool = True, adapter: str | None = None) -> LoadedModel:
+                 tokenizer: bool = True, announce: bool = True, warn: bool = True, adapter: str | None = None,
+                 scenario: str | None = None) -> LoadedModel:
     """Decide the CPU path (precision, kernels, threads), apply it, print it in the loading line, and load.
 
     dtype "auto" takes the precision the probe found fastest among those this CPU runs natively."""
@@ -269,7 +270,7 @@ def load_for_cpu(spec: str | None = None, *, dtype: str = "auto", threads: int |
     if announce:
         print(f"loading model {spec or 'embedded ' + EMBEDDED_MODEL_ID} ({path.describe()})...",
               file=sys.stderr, flush=True)
-    loaded = load_model(spec, dtype=path.dtype, seed=seed, tokenizer=tokenizer, adapter=adapter)
+    loaded = load_model(spec, dtype=path.dtype, seed=seed, tokenizer=tokenizer, adapter=adapter, scenario=scenario)
     loaded.cpu = path
     return loaded
 
@@ -310,13 +311,14 @@ def _load_from_path(path: Path, torch_dtype):
 
 
 def load_model(spec: str | None = None, *, dtype: str = "auto", seed: int = 0, tokenizer: bool = True,
-               adapter: str | None = None) -> LoadedModel:
+               adapter: str | None = None, scenario: str | None = None) -> LoadedModel:
     """spec: None (embedded default), a directory with config.json + safetensors, a .gguf file, or tiny:<arch>
     (random weights, the embedded tokenizer). adapter: a directory from `agent-runtime train`, merged into the
-    weights; "default": the shipped one on the embedded model (none on other weights); "none" or None: none."""
+    weights; "default": the one shipped for `scenario` on the embedded model (none on other weights); "none" or
+    None: none."""
     from agent_runtime.adapters import read_adapter, resolve_adapter
 
-    adapter = resolve_adapter(adapter, spec)
+    adapter = resolve_adapter(adapter, spec, scenario)
     info = read_adapter(adapter) if adapter is not None else None  # before the model loads: a bad one fails fast
     from transformers import AutoModelForCausalLM
 

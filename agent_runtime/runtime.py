@@ -60,7 +60,8 @@ class Runtime:
         if loaded is None:
             loaded = load_for_cpu(model or config.model.path, dtype=config.model.dtype,
                                   threads=threads or config.model.threads, seed=seed, announce=announce, warn=warn,
-                                  adapter=adapter if adapter is not None else config.model.adapter)
+                                  adapter=adapter if adapter is not None else config.model.adapter,
+                                  scenario=scenario or config.scenario)
         owned = None
         if env is None:
             from envs.doom_env import DoomEnv

@@ -9,29 +9,44 @@ import pytest
 import torch
 
 from agent_runtime import adapters
-from agent_runtime.adapters import SHIPPED_ADAPTER
+from agent_runtime.adapters import SHIPPED_ADAPTER, SHIPPED_BY_SCENARIO, resolve_adapter, shipped_adapter
 from agent_runtime.model_loader import cache_dir, load_model
+
+SHIPPED = {"defend_the_center": SHIPPED_ADAPTER, **SHIPPED_BY_SCENARIO}
 
 
 def test_default_means_no_adapter_on_weights_it_was_not_trained_on():
     assert load_model("tiny:llama", dtype="float32", tokenizer=False, adapter="default").adapter is None
 
 
-def test_the_shipped_adapter_is_small_and_names_the_weights_and_data_it_was_trained_on():
-    weights = SHIPPED_ADAPTER / "adapter_model.safetensors"
+def test_default_is_the_adapter_shipped_for_the_scenario_else_the_defend_the_center_one(tmp_path, monkeypatch):
+    for scenario, path in SHIPPED.items():
+        assert shipped_adapter(scenario) == path and resolve_adapter("default", None, scenario) == str(path)
+        assert shipped_adapter(f"/maps/{scenario}.cfg") == path  # a .cfg path by its name
+    assert shipped_adapter("deadly_corridor") == shipped_adapter(None) == SHIPPED_ADAPTER
+    assert resolve_adapter("default", "tiny:llama", "basic") is None  # other weights: none
+    monkeypatch.setitem(adapters.SHIPPED_BY_SCENARIO, "basic", tmp_path / "not-trained-yet")
+    assert shipped_adapter("basic") == SHIPPED_ADAPTER
+
+
+@pytest.mark.parametrize("scenario", sorted(SHIPPED))
+def test_each_shipped_adapter_is_small_and_names_the_weights_data_and_views_it_was_trained_on(scenario):
+    path = SHIPPED[scenario]
+    weights = path / "adapter_model.safetensors"
     assert weights.stat().st_size <= 5 * 1024 * 1024  # float16 matrices: no large files in git
-    manifest = json.loads((SHIPPED_ADAPTER / "manifest.json").read_text())
+    manifest = json.loads((path / "manifest.json").read_text())
     assert manifest["base_model_id"] == "SmolLM2-135M-Instruct" and len(manifest["data_hash"]) == 16
-    assert manifest["train_decisions"] > 1000 and manifest["held_out_decisions"] > 100
-    # it scores the expert's exact command and hold, and the command alone, better on held-out episodes than the
-    # untrained model does (which, with counts joined to their words, already picks the expert's hold a third of the time)
-    trained, untrained = manifest["held_out"], manifest["held_out_untrained"]
-    # and it learned from views written as the default config writes them (no warning on `make demo`)
+    assert manifest["scenarios"] == [scenario]
+    assert manifest["train_decisions"] > 250 and manifest["held_out_decisions"] > 25
+    # it learned from views written as the default config writes them (no warning on `make demo`)
     from agent_runtime.adapters import VIEW_SETTINGS
     from agent_runtime.config import load_config
 
     engine = load_config().engine
     assert {k: getattr(engine, k) for k in VIEW_SETTINGS} == manifest["engine"]
+    # it scores the expert's exact command and hold, and the command alone, better on held-out episodes than the
+    # untrained model does (which, with counts joined to their words, already picks the expert's hold a third of the time)
+    trained, untrained = manifest["held_out"], manifest["held_out_untrained"]
     assert trained["accuracy"] > untrained["accuracy"] + 0.15
     assert trained["command_accuracy"] > untrained["command_accuracy"] + 0.1
 

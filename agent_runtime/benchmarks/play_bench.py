@@ -28,6 +28,9 @@ def summarize(runs: list[dict]) -> dict:
         out[f"{name}_mean"], out[f"{name}_std"] = _mean_std([float(r[key]) for r in runs])
     samples = [x for r in runs for x in r.get("reaction_samples_ms", [])]
     out["reaction_ms_p50"] = percentile(samples, 50)
+    bounds = [r["max_action_age_ms"] for r in runs if "max_action_age_ms" in r]
+    if bounds:  # the multi-stream agents' action age bound (auto: as this machine resolved it)
+        out["max_action_age_ms"] = max(bounds)
     out["kills_per_episode"] = [r["kills"] for r in runs]
     return out
 

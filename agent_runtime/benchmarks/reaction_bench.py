@@ -35,6 +35,8 @@ def _summary(episodes: list[dict], think_tokens: int) -> dict:
         "time_to_first_action_ms": statistics.median(first) if first else None,
         "actions_executed": sum(e["actions_executed"] for e in episodes),
         "actions_fenced": sum(e["actions_fenced"] for e in episodes),
+        # the fence they ran under (the multi-stream agent's auto bound as resolved; the others' own)
+        "max_action_age_ms": max((e["max_action_age_ms"] for e in episodes if "max_action_age_ms" in e), default=None),
         "frames_dropped": sum(e["frames_dropped"] for e in episodes),
         "kills": statistics.mean(e["kills"] for e in episodes),
         "kills_per_episode": [e["kills"] for e in episodes],

@@ -129,6 +129,7 @@ def _load(args, *, clock: str, threads: int | None = None, device: str = "cpu"):
 
     adapter = (args.adapter or DEFAULT) if hasattr(args, "adapter") else None  # kv and memory measure no skill
     loaded = load_for_cpu(args.model, dtype=args.dtype, threads=threads, adapter=adapter,
+                          scenario=getattr(args, "scenario", None),
                           tokenizer=args.bench != "kv", announce=False)  # the header says it
     info = machine_info(loaded.model_id, loaded.cpu.threads, clock=clock, device=device, cpu=loaded.cpu)
     print_header(info)

@@ -77,6 +77,9 @@ def run(args: argparse.Namespace) -> int:
                       env_seed=args.seed) as runtime:
         env, loaded = runtime.env, runtime.loaded
         require_expressible(env)
+        from agent_runtime.clocks import FixedCost
+
+        runtime.time_bounds(FixedCost() if args.fixed_cost else None, announce=True)  # the fence the data plays under
         log = DecisionLog(out, _manifest(args, loaded, config, env.buttons))
         try:
             if log.next_episode:

@@ -53,7 +53,8 @@ def run(args: argparse.Namespace) -> int:
         # the cores actually free: the real-time game and audio take well under half a core, and leaving them
         # a whole one cost reactions (2-core AVX2 box: p50 189 -> 131 ms with both cores, 7 -> 0 fenced)
         loaded = load_for_cpu(args.model or config.model.path, dtype=config.model.dtype,
-                              threads=config.model.threads, adapter=args.adapter or config.model.adapter)
+                              threads=config.model.threads, adapter=args.adapter or config.model.adapter,
+                              scenario=config.scenario)
     except BaseException:
         if voice is not None:
             voice.close()

@@ -29,7 +29,8 @@ class BenchJob:
 
         a = self.args
         decide_once(threads)
-        loaded = load_for_cpu(a.model, dtype=a.dtype, threads=threads, adapter=a.adapter or DEFAULT, announce=False)
+        loaded = load_for_cpu(a.model, dtype=a.dtype, threads=threads, adapter=a.adapter or DEFAULT, announce=False,
+                              scenario=a.scenario)
         self._build(loaded, load_config(a.config, scenario=a.scenario, seed=a.seed))
         self.fixed_cost = FixedCost() if a.fixed_cost else None
         clock = "fixed_cost" if a.fixed_cost else "compute (world advanced by measured step time)"
