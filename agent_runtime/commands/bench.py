@@ -10,7 +10,8 @@ from agent_runtime.commands import at_least, check_scenario, writable_dir
 from agent_runtime.errors import UserError
 from agent_runtime.fanout import options as fanout_options
 
-ADAPTER_HELP = "LoRA adapter merged at load (default: the shipped one; `none`: the untrained model; or a path)"
+ADAPTER_HELP = ("LoRA adapter merged at load (default: the one shipped for --scenario; `none`: the untrained model; "
+                "or a path)")
 PLAY_AGENTS = ("multi_stream", "multi_stream_untrained", "sequential", "no_think", "scripted", "expert", "random")
 
 

@@ -26,7 +26,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="episode i plays seed SEED + i (default 0)")
     p.add_argument("--model", help="model (default: the embedded SmolLM2-135M-Instruct)")
     p.add_argument("--adapter", help="LoRA adapter the agent plays with (DAgger: the newest one; default: the config's "
-                                     "model.adapter, the shipped one; `none`: the untrained model)")
+                                     "model.adapter, the one shipped for --scenario; `none`: the untrained model)")
     p.add_argument("--expert-acts", type=float, default=0.0, metavar="P",
                    help="DAgger's mix: each decision executes the expert's command instead of the model's with "
                         "probability P (default 0: the model plays; 1: the expert plays, the model's view is recorded)")
