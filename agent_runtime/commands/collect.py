@@ -53,6 +53,7 @@ def _manifest(args, loaded, config, buttons) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
+    from agent_runtime.clocks import FixedCost
     from agent_runtime.config import load_config
     from agent_runtime.events import EventBus
     from agent_runtime.runtime import Runtime
@@ -77,8 +78,6 @@ def run(args: argparse.Namespace) -> int:
                       env_seed=args.seed) as runtime:
         env, loaded = runtime.env, runtime.loaded
         require_expressible(env)
-        from agent_runtime.clocks import FixedCost
-
         runtime.time_bounds(FixedCost() if args.fixed_cost else None, announce=True)  # the fence the data plays under
         log = DecisionLog(out, _manifest(args, loaded, config, env.buttons))
         try:
