@@ -62,6 +62,16 @@ class View:
         """The concatenated tokens the view stands for (what a plain model would read)."""
         return [t for b in self.ordered() for t in b.token_ids]
 
+    def isolated_spans(self) -> list[list[int]]:
+        """[start, end) of each isolated block in token_ids(): tokens that attended only each other when written, so a
+        plain forward reproduces this view's keys and values only with that block-diagonal mask (training)."""
+        spans, start = [], 0
+        for b in self.ordered():
+            if b.isolated and b is not self.own:
+                spans.append([start, start + b.length])
+            start += b.length
+        return spans
+
     def close(self) -> None:
         for b in self.ordered():
             self.store.release(b)

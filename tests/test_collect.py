@@ -16,6 +16,7 @@ import pytest
 from agent_runtime.errors import UserError
 from agent_runtime.model_loader import load_tokenizer
 from agent_runtime.prompts import ACTION_PROMPT
+from agent_runtime.prompts import FRAME_PREFIX
 from agent_runtime.training.decision_log import DECISIONS, EPISODES, complete_bytes, parse_decisions
 
 REPO = Path(__file__).resolve().parent.parent
@@ -43,6 +44,12 @@ def test_decisions_hold_the_view_tokens_the_model_choice_and_the_expert_label(tm
     assert sum(e["decisions"] for e in episodes) == len(decisions) > 20  # one per hold (1-8 tics)
     prompt = load_tokenizer().encode(ACTION_PROMPT, add_special_tokens=False)
     assert all(d["tokens"][-len(prompt):] == prompt for d in decisions)  # the view as read at the decision
+    tok = load_tokenizer()
+    for d in decisions:  # the blocks that attended only themselves: system prompt first, the frame line last
+        spans = d["isolated"]
+        assert spans[0][0] == 0 and spans == sorted(spans) and spans[-1][1] == len(d["tokens"]) - len(prompt)
+        assert all(a < b <= c for (a, b), (c, _) in zip(spans, spans[1:] + [[len(d["tokens"]), 0]]))
+        assert tok.decode(d["tokens"][spans[-1][0]:spans[-1][1]]).startswith(FRAME_PREFIX)
     assert {d["chosen"] for d in decisions} <= BUTTONS and {d["label"] for d in decisions} <= BUTTONS
     assert all(1 <= d["label_tics"] <= 8 for d in decisions)
     assert len({d["label"] for d in decisions}) >= 2  # the expert reacts to what it sees

@@ -279,3 +279,58 @@ def test_an_adapter_remembers_how_its_views_were_written_and_a_run_that_writes_t
                  str(tmp_path / "mixed"), "--steps", "2", "--threads", "1")
     assert mixed.returncode == 2 and "engine.frame_line: 'seen' vs 'aimed'" in mixed.stderr
     assert "Traceback" not in mixed.stderr and not (tmp_path / "mixed").exists()
+
+
+def _engine_view_scores(loaded, blocks: list[tuple[list[int], bool]], prompt: list[int], scorer) -> torch.Tensor:
+    """The action stream's numbers over blocks prefilled as the engine does: an isolated block (frame, status, system,
+    user text) on a view of itself alone, any other after the blocks before it; then the prompt and the branches."""
+    store = KVBlockStore.for_model(loaded.config, capacity_tokens=1024, page_size=16)
+    runner = ModelRunner(loaded, store)
+    done = []
+    for tokens, isolated in blocks:
+        writer = View(store, [] if isolated else list(done))
+        writer.start_own("block")
+        writer.own.isolated = isolated
+        runner.forward([StreamInput(writer, tokens, logits="none")])
+        done.append(writer.own)
+    view = View(store, done)
+    view.start_own("act")
+    assert [list(s) for s in view.isolated_spans()] == _spans(blocks)
+    result = runner.forward([StreamInput(view, prompt)] + scorer.branch_inputs(view))
+    return torch.tensor(scorer.scores(result.logits[0], result.logits[1:]))
+
+
+def _spans(blocks) -> list[list[int]]:
+    out, start = [], 0
+    for tokens, isolated in blocks:
+        if isolated:
+            out.append([start, start + len(tokens)])
+        start += len(tokens)
+    return out
+
+
+def test_training_scores_equal_the_engines_over_isolated_frame_and_status_blocks():
+    """The engine's frame, status and system blocks attend only themselves; with the views' isolated spans the
+    training forward (shared system prompt run once, left padding) gives the engine's scores, without them not."""
+    engine_model = load_model("tiny:llama", dtype="float32", seed=3)
+    plain = load_model("tiny:llama", dtype="float32", seed=3, tokenizer=False).model
+    tok = engine_model.tokenizer
+    grammar = ActionGrammar(BUTTONS, tok, hold_counts=True)
+    candidates = Candidates.from_grammar(grammar, tok)
+    rng = random.Random(4)
+    words = lambda n: [rng.randrange(100, 40000) for _ in range(n)]  # noqa: E731
+    system, prompt = words(30), words(3)
+    layouts = [  # (tokens, isolated) blocks before the action prompt
+        [(system, True), (words(7), True), (words(5), True)],  # system, status, frame
+        [(system, True), (words(9), False), (words(4), True), (words(11), True)],  # a thought, then status and frame
+        [(system, True), (words(6), True)],
+    ]
+    views = [[t for tokens, _ in blocks for t in tokens] + prompt for blocks in layouts]
+    spans = [_spans(blocks) for blocks in layouts]
+    with torch.no_grad():
+        masked = candidate_scores(plain, views, candidates, pad_id=tok.pad_token_id or 0, isolated=spans)
+        causal = candidate_scores(plain, views, candidates, pad_id=tok.pad_token_id or 0)
+    engine = torch.stack([_engine_view_scores(engine_model, blocks, prompt, CommandScorer(grammar, tok)).float()
+                          for blocks in layouts])
+    assert torch.allclose(masked, engine, atol=1e-4)
+    assert (causal - engine).abs().max() > 1e-2  # the plain forward is another model's numbers

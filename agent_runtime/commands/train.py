@@ -92,7 +92,8 @@ def run(args: argparse.Namespace) -> int:
                             default_tics=engine["action_hold_tics"] or 4, hold_counts=engine["hold_counts"],
                             count_text=engine["hold_count_text"])
     candidates = Candidates.from_grammar(grammar, loaded.tokenizer)
-    examples = [Example(row["tokens"], candidates.index(row["label"], row["label_tics"]), (d, row["episode"]))
+    examples = [Example(row["tokens"], candidates.index(row["label"], row["label_tics"]), (d, row["episode"]),
+                        row.get("isolated"))
                 for d, rows in zip(args.data, decisions) for row in rows]
     settings = TrainSettings(steps=args.steps, batch=args.batch, lr=args.lr, rank=args.rank,
                              layers_from=args.layers_from, held_out=args.held_out, seed=args.seed)
@@ -115,6 +116,7 @@ def run(args: argparse.Namespace) -> int:
         "scenarios": sorted({m["scenario"] for m in manifests}), "buttons": manifests[0]["buttons"],
         "candidates": list(candidates.texts), "settings": settings.__dict__, "train_decisions": len(train_set),
         "held_out_decisions": len(test_set), "held_out_untrained": before, "held_out": after, "engine": engine,
+        "block_masks": all(e.isolated is not None for e in examples),  # scored as the engine attends (see command_scores)
         "train_seconds": round(time.monotonic() - t0, 1), "device": args.device, "history": asdict(history),
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }

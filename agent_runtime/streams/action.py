@@ -94,7 +94,7 @@ class ActionStream(Stream):
         self.decisions_in_block += 1
         self.stats.decisions += 1
         if self.on_decision is not None:  # data collection; a DAgger mix may let the expert act instead
-            acted = self.on_decision(self.view.token_ids(), self.frame, command)
+            acted = self.on_decision(self.view.token_ids(), self.frame, command, self.view.isolated_spans())
             if acted is not None and acted != command:
                 command, self.unfed = acted, self.scorer.tokens_for(acted)
         if self.cadence == "hold":

@@ -9,6 +9,11 @@ scored are computed.
 Every view of a data set starts with the same system prompt (about half its tokens). The tokens all sequences of
 a batch share are run once, and their keys and values serve every sequence (with gradients, so adapters learn
 through them too): the same numbers as running each sequence whole, for about half the compute.
+
+The runtime prefills a frame line, the status, user text and the system prompt each into a block that attends only
+to itself, and the action prompt then reads those blocks' keys and values. A plain causal forward over the
+concatenated tokens computes something else (their tokens would attend everything before them), so views carry
+their isolated spans (View.isolated_spans) and the views pass masks each span to itself.
 """
 
 from __future__ import annotations
@@ -72,7 +77,33 @@ def _left_padded(sequences: list[list[int]], pad: int, device, *, start: int = 0
     return ids.to(device), mask.to(device), positions.to(device)
 
 
-def _views_pass(model, views: list[list[int]], pad_id: int):
+def _shared_length(views: list[list[int]], isolated: list | None) -> int:
+    """The shared run, stopped where a later isolated span starts (its tokens must not attend what precedes it)."""
+    shared = shared_prefix_length(views) if len(views) > 1 else 0
+    starts = [s for spans in (isolated or []) for s, _ in (spans or []) if s > 0]
+    shared = min([shared] + starts)
+    return shared if shared >= MIN_SHARED else 0
+
+
+def _block_mask(key_mask: torch.Tensor, views: list[list[int]], isolated: list, shared: int, dtype) -> torch.Tensor:
+    """[B, 1, width, shared + width] additive mask: causal over non-padding keys, and a query inside an isolated span
+    sees only that span's keys (a padding query sees itself, so no row is empty)."""
+    batch, total = key_mask.shape
+    width = total - shared
+    query_abs = torch.arange(shared, total).unsqueeze(1)  # query rows, in the padded key coordinates
+    key_abs = torch.arange(total).unsqueeze(0)
+    allowed = (key_abs <= query_abs).unsqueeze(0) & key_mask.bool().cpu().unsqueeze(1)  # [B, width, total]
+    for i, (view, spans) in enumerate(zip(views, isolated)):
+        offset = total - len(view)  # view token t >= shared sits at key t + offset (left padding)
+        for start, end in spans or []:
+            if start > 0:  # a span from 0 sees nothing before it anyway; later ones start past the shared run
+                allowed[i, start + offset - shared: end + offset - shared, : start + offset] = False
+        allowed[i, torch.arange(width), torch.arange(shared, total)] |= ~key_mask[i, shared:].bool().cpu()
+    out = torch.zeros(batch, 1, width, total, dtype=dtype)
+    return out.masked_fill(~allowed.unsqueeze(1), torch.finfo(dtype).min).to(key_mask.device)
+
+
+def _views_pass(model, views: list[list[int]], pad_id: int, isolated: list | None = None):
     """Every view once (the tokens all views share run once), left-padded: the last position's logits [B, V], the
     cache over the views, its attention mask and each view's last position."""
     from transformers import DynamicCache
@@ -80,14 +111,16 @@ def _views_pass(model, views: list[list[int]], pad_id: int):
     device = next(model.parameters()).device
     cache = DynamicCache(config=model.config)  # filled in place
     as_cache = {_cache_keyword(model): cache}
-    shared = shared_prefix_length(views) if len(views) > 1 else 0
-    shared = shared if shared >= MIN_SHARED else 0
+    shared = _shared_length(views, isolated)
     if shared:
         model(input_ids=torch.tensor([views[0][:shared]], device=device), logits_to_keep=1, use_cache=True, **as_cache)
         cache.batch_repeat_interleave(len(views))
     ids, mask, positions = _left_padded([v[shared:] for v in views], pad_id, device, start=shared)
     mask = torch.cat([torch.ones(len(views), shared, dtype=mask.dtype, device=device), mask], dim=1)
-    logits = model(input_ids=ids, attention_mask=mask, position_ids=positions, logits_to_keep=1, use_cache=True,
+    attention = mask
+    if isolated is not None and any(isolated):
+        attention = _block_mask(mask, views, isolated, shared, next(model.parameters()).dtype)
+    logits = model(input_ids=ids, attention_mask=attention, position_ids=positions, logits_to_keep=1, use_cache=True,
                    **as_cache).logits[:, -1]
     return logits, cache, mask, positions[:, -1]
 
@@ -114,12 +147,14 @@ def _cache_keyword(model) -> str:
     return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
 
 
-def candidate_scores(model, views: list[list[int]], candidates: Candidates, *, pad_id: int = 0) -> torch.Tensor:
+def candidate_scores(model, views: list[list[int]], candidates: Candidates, *, pad_id: int = 0,
+                     isolated: list | None = None) -> torch.Tensor:
     """[len(views), len(candidates)] summed log-probabilities of each candidate after each view.
 
     The views run once; each command prefix (" left" and the space before a hold count) then runs as a short
-    continuation of every view from the views' cache, as the action stream's branches do at run time."""
-    view_logits, cache, mask, last = _views_pass(model, views, pad_id)
+    continuation of every view from the views' cache, as the action stream's branches do at run time.
+    isolated: per view, its isolated spans (None: a plain causal forward, how data sets before them trained)."""
+    view_logits, cache, mask, last = _views_pass(model, views, pad_id, isolated)
     first = torch.log_softmax(view_logits.float(), dim=-1)  # [B, V]
     branches = candidates.prefixes[1:]
     rows = None

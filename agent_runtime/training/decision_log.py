@@ -32,10 +32,12 @@ class Decision:
     chosen: str  # the model's command (button name or NOOP)
     label: str  # the expert's command for the same frame
     label_tics: int
+    isolated: list[list[int]] | None = None  # View.isolated_spans(): blocks whose tokens attended only each other
 
     def to_json(self) -> str:
         return json.dumps({"episode": self.episode, "frame_tic": self.frame_tic, "chosen": self.chosen,
-                           "label": self.label, "label_tics": self.label_tics, "tokens": self.tokens})
+                           "label": self.label, "label_tics": self.label_tics, "tokens": self.tokens,
+                           **({"isolated": self.isolated} if self.isolated is not None else {})})
 
 
 def _read_lines(path: Path) -> list[dict]:

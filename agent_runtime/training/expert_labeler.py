@@ -52,12 +52,12 @@ class ExpertLabeler:
         self.episode, self.rng = episode, random.Random(seed)
         self.decisions = self.agreed = self.expert_acted = 0
 
-    def on_decision(self, tokens: list[int], timed, command) -> Command | None:
-        """The agent decided `command` on `timed` (a TimedFrame) reading `tokens`: store it with the label; return
-        the expert's command when the expert acts this decision."""
+    def on_decision(self, tokens: list[int], timed, command, isolated: list[list[int]] | None = None) -> Command | None:
+        """The agent decided `command` on `timed` (a TimedFrame) reading `tokens` (`isolated`: the view's isolated
+        spans): store it with the label; return the expert's command when the expert acts this decision."""
         label, tics = (self.expert.command_for(timed.frame, timed.turn_in_flight) if self.aimed
                        else self.expert.command_for(timed.frame))
-        self.log.add(Decision(self.episode, timed.frame.tic, list(tokens), command.name, label, tics))
+        self.log.add(Decision(self.episode, timed.frame.tic, list(tokens), command.name, label, tics, isolated))
         self.decisions += 1
         self.agreed += label == command.name
         if self.expert_acts and self.rng.random() < self.expert_acts:

@@ -39,6 +39,7 @@ class Example:
     tokens: list[int]
     label: int  # index into the candidates
     episode: tuple[str, int]  # (data set, episode): the unit of the held-out split
+    isolated: list[list[int]] | None = None  # the view's isolated spans (None: data sets from before they were kept)
 
 
 @dataclass
@@ -98,7 +99,8 @@ def evaluate(model, examples: list[Example], candidates: Candidates, *, batch: i
     same_command = 0
     for i in range(0, len(examples), batch):
         chunk = examples[i : i + batch]
-        predicted = candidate_scores(model, [e.tokens for e in chunk], candidates, pad_id=pad_id).argmax(-1)
+        predicted = candidate_scores(model, [e.tokens for e in chunk], candidates, pad_id=pad_id,
+                                     isolated=[e.isolated for e in chunk]).argmax(-1)
         for e, p in zip(chunk, predicted.tolist()):
             name = candidates.names[e.label]
             totals[name] += 1
@@ -121,7 +123,8 @@ def train(model, train_set: list[Example], test_set: list[Example], candidates: 
     for step in range(1, settings.steps + 1):
         model.train()
         chunk = next(batches)
-        scores = candidate_scores(model, [e.tokens for e in chunk], candidates, pad_id=pad_id)
+        scores = candidate_scores(model, [e.tokens for e in chunk], candidates, pad_id=pad_id,
+                                     isolated=[e.isolated for e in chunk])
         loss = torch.nn.functional.cross_entropy(scores, torch.tensor([e.label for e in chunk]))
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
