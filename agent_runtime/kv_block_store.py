@@ -26,7 +26,7 @@ class Block:
     refcount: int = 1
     sealed: bool = False
     freed: bool = False
-    isolated: bool = False  # its tokens attended only each other (a frame, status, user or system text)
+    isolated: bool = False  # every write to it read no other block (a frame, status, user or system text)
 
     @property
     def length(self) -> int:
@@ -75,9 +75,9 @@ class KVBlockStore:
             device=device,
         )
 
-    def create(self, label: str = "", *, isolated: bool = False) -> Block:
-        """A new empty block, held once by the caller; isolated: it is prefilled on a view of itself alone."""
-        block = Block(id=next(self._ids), label=label, isolated=isolated)
+    def create(self, label: str = "") -> Block:
+        """A new empty block, held once by the caller."""
+        block = Block(id=next(self._ids), label=label)
         self.blocks[block.id] = block
         return block
 

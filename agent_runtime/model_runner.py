@@ -159,6 +159,7 @@ class ModelRunner:
                              doom_view_step=ctx)
         self.forwards += 1
         for own, inp in zip(owners, inputs):
+            own.isolated = not inp.view.blocks and (own.isolated or own.length == 0)  # training masks such blocks
             self.store.commit(own, inp.tokens)
         return StepResult(logits=_split_logits(out.logits[0].float().cpu(), inputs),  # samplers run on the CPU
                           num_tokens=len(rows.token_ids), batch=[(inp.view.name, len(inp.tokens)) for inp in inputs])

@@ -93,9 +93,9 @@ class MultiStreamAgent:
                  commentary_interval_ms: float = 4000.0, commentary_max_tokens: int = 24, on_decision=None,
                  max_user_tokens: int = MAX_USER_TOKENS, max_pending_user: int = MAX_PENDING_USER_TEXTS,
                  notify=stderr_line):
-        """decision_mode: "score" or "decode" (streams/action.py). on_decision(view_tokens, timed_frame, command, isolated_spans):
-        called at every decision with the tokens the action view read and its isolated blocks (data collection); a Command it returns is
-        acted (and logged) instead of the model's (DAgger's mix of expert and model). max_user_tokens /
+        """decision_mode: "score" or "decode" (streams/action.py). on_decision(view_tokens, timed_frame, command,
+        isolated_spans): called at every decision with the tokens the action view read and its isolated spans (data
+        collection); a Command it returns is acted (and logged) instead of the model's (DAgger's mix of expert and model). max_user_tokens /
         max_pending_user bound what user text holds of the pool; notify(line): where the once-a-session line
         about a cut or drop goes (None: events only). on_sentence(text, generation): each finished remark
         sentence (commentary=True). action_log_in_view: how many of its own past decisions the action stream reads
@@ -143,7 +143,7 @@ class MultiStreamAgent:
         generation.subscribe("engine", self.on_interruption)
 
     def _prefill_system(self, scenario: str) -> None:
-        system = self.store.create("system", isolated=True)
+        system = self.store.create("system")
         view = View(self.store, own=system)
         self.runner.prefill(view, self._encode(system_prompt(scenario, self.grammar.describe())))
         view.close()

@@ -67,7 +67,7 @@ class View:
         plain forward reproduces this view's keys and values only with that block-diagonal mask (training)."""
         spans, start = [], 0
         for b in self.ordered():
-            if b.isolated and b is not self.own:
+            if b.isolated:
                 spans.append([start, start + b.length])
             start += b.length
         return spans

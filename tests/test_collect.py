@@ -15,8 +15,7 @@ import pytest
 
 from agent_runtime.errors import UserError
 from agent_runtime.model_loader import load_tokenizer
-from agent_runtime.prompts import ACTION_PROMPT
-from agent_runtime.prompts import FRAME_PREFIX
+from agent_runtime.prompts import ACTION_PROMPT, FRAME_PREFIX
 from agent_runtime.training.decision_log import DECISIONS, EPISODES, complete_bytes, parse_decisions
 
 REPO = Path(__file__).resolve().parent.parent
@@ -42,9 +41,9 @@ def test_decisions_hold_the_view_tokens_the_model_choice_and_the_expert_label(tm
     episodes = [json.loads(line) for line in (tmp_path / "d" / EPISODES).read_text().splitlines()]
     assert [e["episode"] for e in episodes] == [0, 1] and [e["seed"] for e in episodes] == [0, 1]
     assert sum(e["decisions"] for e in episodes) == len(decisions) > 20  # one per hold (1-8 tics)
-    prompt = load_tokenizer().encode(ACTION_PROMPT, add_special_tokens=False)
-    assert all(d["tokens"][-len(prompt):] == prompt for d in decisions)  # the view as read at the decision
     tok = load_tokenizer()
+    prompt = tok.encode(ACTION_PROMPT, add_special_tokens=False)
+    assert all(d["tokens"][-len(prompt):] == prompt for d in decisions)  # the view as read at the decision
     for d in decisions:  # the blocks that attended only themselves: system prompt first, the frame line last
         spans = d["isolated"]
         assert spans[0][0] == 0 and spans == sorted(spans) and spans[-1][1] == len(d["tokens"]) - len(prompt)

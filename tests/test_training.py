@@ -290,7 +290,6 @@ def _engine_view_scores(loaded, blocks: list[tuple[list[int], bool]], prompt: li
     for tokens, isolated in blocks:
         writer = View(store, [] if isolated else list(done))
         writer.start_own("block")
-        writer.own.isolated = isolated
         runner.forward([StreamInput(writer, tokens, logits="none")])
         done.append(writer.own)
     view = View(store, done)

@@ -81,7 +81,7 @@ class FrameStream(Stream):
         status_tokens = self._schedule_status(timed, plan)
         tokens = self.encode(FRAME_PREFIX + encode_seen(timed.frame, **frame_line_options(timed, self.signed,
                                                                                           self.aimed)))
-        block = self.store.create(f"frame{timed.frame.tic}", isolated=True)
+        block = self.store.create(f"frame{timed.frame.tic}")
         plan.add(self, StreamInput(View(self.store, own=block, name="frame"), tokens, logits="none"), scratch=True)
         plan.budget -= len(tokens) + status_tokens
         self.in_view.append(FrameEntry(block, timed))
@@ -97,7 +97,7 @@ class FrameStream(Stream):
         if text == self.status_text:
             return 0
         tokens = self.encode(STATUS_PREFIX + text)
-        block = self.store.create("status", isolated=True)
+        block = self.store.create("status")
         plan.add(self, StreamInput(View(self.store, own=block, name="status"), tokens, logits="none"),
                  role="status", scratch=True)
         self.status_text = text

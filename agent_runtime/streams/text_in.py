@@ -37,7 +37,7 @@ class TextInStream(Stream):
         """Prefill up to `size` tokens of the oldest text; True when that text is complete."""
         job = self.queue[0]
         if job.view is None:  # the view holds the new block until its text is complete
-            block = self.store.create(self.section, isolated=True)
+            block = self.store.create(self.section)
             job.view = View(self.store, own=block, name=self.role)
             self.store.release(block)
         chunk = job.tokens[job.done: job.done + size]

@@ -92,13 +92,14 @@ def _block_mask(key_mask: torch.Tensor, views: list[list[int]], isolated: list, 
     width = total - shared
     query_abs = torch.arange(shared, total).unsqueeze(1)  # query rows, in the padded key coordinates
     key_abs = torch.arange(total).unsqueeze(0)
-    allowed = (key_abs <= query_abs).unsqueeze(0) & key_mask.bool().cpu().unsqueeze(1)  # [B, width, total]
+    keys = key_mask.bool().cpu()
+    allowed = (key_abs <= query_abs).unsqueeze(0) & keys.unsqueeze(1)  # [B, width, total]
     for i, (view, spans) in enumerate(zip(views, isolated)):
         offset = total - len(view)  # view token t >= shared sits at key t + offset (left padding)
         for start, end in spans or []:
             if start > 0:  # a span from 0 sees nothing before it anyway; later ones start past the shared run
                 allowed[i, start + offset - shared: end + offset - shared, : start + offset] = False
-        allowed[i, torch.arange(width), torch.arange(shared, total)] |= ~key_mask[i, shared:].bool().cpu()
+        allowed[i, torch.arange(width), torch.arange(shared, total)] |= ~keys[i, shared:]
     out = torch.zeros(batch, 1, width, total, dtype=dtype)
     return out.masked_fill(~allowed.unsqueeze(1), torch.finfo(dtype).min).to(key_mask.device)
 
