@@ -12,6 +12,7 @@ DAGGER_EPISODES ?= 10
 DAGGER_LATER_EPISODES ?= $(DAGGER_EPISODES)
 DAGGER_FIRST_MIX ?= 1
 DAGGER_STEPS    ?= 300
+DAGGER_LATER_STEPS ?= $(DAGGER_STEPS)
 DAGGER_DIR      ?= dagger-out
 DAGGER_ARGS     ?=
 DAGGER_SEED     ?= 1000
@@ -47,26 +48,27 @@ test-cpu-paths: install
 # DAgger rounds: round 1 lets the expert act (states of good play, which the untrained model never reaches), later
 # rounds let the newest adapter play (its own mistakes); the view expert labels every decision; train on all data so far.
 dagger: install
-	@set -e; data=""; adapter=none; mix=$(DAGGER_FIRST_MIX); episodes=$(DAGGER_EPISODES); \
+	@set -e; data=""; adapter=none; mix=$(DAGGER_FIRST_MIX); episodes=$(DAGGER_EPISODES); steps=$(DAGGER_STEPS); \
 	for r in $$(seq 1 $(DAGGER_ROUNDS)); do \
 	  $(VENV)/bin/agent-runtime collect --scenario $(DAGGER_SCENARIO) --episodes $$episodes \
 	    --seed $$(($(DAGGER_SEED) + (r - 1) * 1000)) --adapter $$adapter --expert-acts $$mix --out $(DAGGER_DIR)/data-round$$r $(DAGGER_ARGS); \
 	  mix=0; episodes=$(DAGGER_LATER_EPISODES); \
 	  data="$$data $(DAGGER_DIR)/data-round$$r"; \
-	  $(VENV)/bin/agent-runtime train --data $$data --out $(DAGGER_DIR)/adapter-round$$r --steps $(DAGGER_STEPS) $(DAGGER_TRAIN_ARGS); \
-	  adapter=$(DAGGER_DIR)/adapter-round$$r; \
+	  $(VENV)/bin/agent-runtime train --data $$data --out $(DAGGER_DIR)/adapter-round$$r --steps $$steps $(DAGGER_TRAIN_ARGS); \
+	  adapter=$(DAGGER_DIR)/adapter-round$$r; steps=$(DAGGER_LATER_STEPS); \
 	done; echo "newest adapter: $$adapter"
 
-# The shipped adapter (agent_runtime/trained/smollm2-doom): one DAgger round on defend_the_center, 48 episodes with the
-# view expert acting on 75% of decisions (the untrained model on the rest: states off the expert's path), 400 steps,
-# then copied into the package (its README.md is kept). Seeds 1000+: disjoint from bench play's 0-9.
+# The shipped adapter (agent_runtime/trained/smollm2-doom): two DAgger rounds on defend_the_center. Round 1: 40
+# episodes with the view expert acting on 75% of decisions (the untrained model on the rest: states off the expert's
+# path), 300 steps; round 2: 30 episodes that adapter plays, 400 steps on both rounds' data. Then copied into the
+# package (its README.md is kept). Seeds 1000+ and 2000+: disjoint from bench play's 0-9. ~50 min on 2 cores.
 adapter: install
-	$(MAKE) dagger DAGGER_ROUNDS=1 DAGGER_EPISODES=48 DAGGER_FIRST_MIX=0.75 DAGGER_STEPS=400 \
-	  DAGGER_SCENARIO=defend_the_center
-	cp agent_runtime/trained/smollm2-doom/README.md $(DAGGER_DIR)/adapter-round1/README.md
+	$(MAKE) dagger DAGGER_ROUNDS=2 DAGGER_EPISODES=40 DAGGER_LATER_EPISODES=30 DAGGER_FIRST_MIX=0.75 \
+	  DAGGER_STEPS=300 DAGGER_LATER_STEPS=400 DAGGER_SCENARIO=defend_the_center
+	cp agent_runtime/trained/smollm2-doom/README.md $(DAGGER_DIR)/adapter-round2/README.md
 	rm -rf agent_runtime/trained/smollm2-doom
 	mkdir -p agent_runtime/trained
-	cp -r $(DAGGER_DIR)/adapter-round1 agent_runtime/trained/smollm2-doom
+	cp -r $(DAGGER_DIR)/adapter-round2 agent_runtime/trained/smollm2-doom
 
 # The adapters of the scenarios whose buttons differ (agent_runtime/trained/smollm2-doom-<scenario>, used by default
 # there): one round, the view expert acting on 75%, rank 8 (half the size: these data sets are smaller).

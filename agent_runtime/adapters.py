@@ -55,6 +55,7 @@ class AdapterInfo:
     base_weight_hash: str
     held_out_accuracy: float | None
     views: dict = field(default_factory=dict, hash=False, compare=False)  # the engine settings that shaped the views it learned from
+    block_masks: bool = True  # trained as the engine attends (isolated blocks masked to themselves); False: before that
 
     def summary(self) -> dict:
         return asdict(self)
@@ -75,13 +76,20 @@ def read_adapter(path: str | Path) -> AdapterInfo:
     accuracy = (manifest.get("held_out") or {}).get("accuracy")
     weights_hash = hash_file(path / "adapter_model.safetensors", digest_size=8)
     views = manifest.get("engine") if isinstance(manifest.get("engine"), dict) else {}
-    return AdapterInfo(str(path.resolve()), weights_hash, base, accuracy, views)
+    return AdapterInfo(str(path.resolve()), weights_hash, base, accuracy, views, bool(manifest.get("block_masks")))
 
 
 def view_mismatch(info: AdapterInfo | None, engine) -> str | None:
     """A warning when this run's action views are not written as the adapter's training views were (an adapter
-    that records them: `train` stores its data's VIEW_SETTINGS), else None."""
-    if info is None or not info.views:
+    that records them: `train` stores its data's VIEW_SETTINGS), or when the adapter was trained without the
+    engine's block masks (it learned from another computation than the runtime's: it plays near chance); else None."""
+    if info is None:
+        return None
+    if not info.block_masks:
+        return (f"warning: adapter {info.path} was trained before `train` scored views as the engine attends (no "
+                "block_masks in its manifest): it scores commands near chance here; train it again on data from "
+                "this version's `collect` (see README, The trained adapter)")
+    if not info.views:
         return None
     differ = [f"engine.{k}: {info.views[k]!r} (this run {getattr(engine, k)!r})" for k in VIEW_SETTINGS
               if info.views.get(k) is not None and info.views[k] != getattr(engine, k)]

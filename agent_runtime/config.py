@@ -53,10 +53,11 @@ class EngineConfig(_Strict):
     # "hold": the next decision is made on the frame of the tic the chosen hold ends (as the expert plays);
     # "frame": on every new frame, each decision replacing the hold under way
     decision_cadence: Literal["hold", "frame"] = "hold"
-    # how many of its own past decisions the action stream reads: 1, its previous command, whose tics still in flight
-    # turn every bearing it sees (what the view expert's labels depend on); more invites copying the log; null: the
-    # whole log, as recordings made before this setting ran
-    action_log_in_view: int | None = Field(1, ge=0, le=64)
+    # how many of its own past decisions the action stream reads: 0, none (aimed frame lines already give bearings
+    # after the turn in flight, and a command block is scored approximately in training: it was written attending a
+    # view that has changed since); 1, its previous command; more invites copying the log; null: the whole log, as
+    # recordings made before this setting ran
+    action_log_in_view: int | None = Field(0, ge=0, le=64)
     # frame lines say the side of every bearing ("imp left 3"); false: within 5 degrees "ahead", without a side
     signed_bearings: bool = True
     # "aimed": frame lines give each bearing as it will be once the turn still in flight is done (turning.py) and

@@ -1,7 +1,9 @@
 """Baselines with the same model: the ordinary read → think → act loop, and read → act without thinking.
 
 They compute one forward per step as the engine does, but only look at the world again when a cycle is done:
-that is the latency the multi-stream agent removes.
+that is the latency the multi-stream agent removes. They decide from the blocks the action stream reads (the
+system prompt, a status block and a frame line each prefilled on a view of itself, then the prompt), so an
+adapter plays them as it learned to: only the schedule differs.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ import math
 from dataclasses import dataclass
 
 from envs.doom_env import DoomEnv
-from envs.observation_text import encode_observation
+from envs.observation_text import encode_seen, encode_status
 
 from agent_runtime.action_executor import Action, ActionExecutor
 from agent_runtime.action_grammar import CommandScorer
@@ -19,7 +21,7 @@ from agent_runtime.events import EventBus
 from agent_runtime.generation import SessionGeneration
 from agent_runtime.model_runner import StreamInput
 from agent_runtime.multistream_agent import StepOutcome
-from agent_runtime.prompts import ACTION_PROMPT, FRAME_PREFIX, THOUGHT_PROMPT, system_prompt
+from agent_runtime.prompts import ACTION_PROMPT, FRAME_PREFIX, STATUS_PREFIX, THOUGHT_PROMPT, system_prompt
 from agent_runtime.sampler import Sampler
 from agent_runtime.session_loop import SessionLoop
 from agent_runtime.session_result import session_result
@@ -37,15 +39,15 @@ class SequentialStats:
 
 
 class SequentialAgent:
-    """One stream: frame text, then `think_tokens` of thought (0 = no-think), then a scored command; a cycle
-    starts on the newest frame read when the last one ended."""
+    """One stream: status and frame line, then `think_tokens` of thought (0 = no-think), then a scored command; a
+    cycle starts on the newest frame read when the last one ended."""
 
     def __init__(self, runtime, generation: SessionGeneration, *, scenario: str, think_tokens: int, seed: int = 0,
-                 history_cycles: int = 2, temperature: float = 0.8, source: str = "sequential"):
+                 temperature: float = 0.8, source: str = "sequential"):
         self.runner, self.store, self.tok = runtime.runner, runtime.store, runtime.tokenizer
         self.signed_bearings = runtime.config.engine.signed_bearings
         self.aimed = runtime.config.engine.frame_line == "aimed"
-        self.generation, self.think_tokens, self.history_cycles, self.source = generation, think_tokens, history_cycles, source
+        self.generation, self.think_tokens, self.source = generation, think_tokens, source
         self.sample = Sampler(temperature, seed)
         self.scorer = CommandScorer(runtime.grammar, self.tok)
         self.system = self.store.create("system")
@@ -53,7 +55,7 @@ class SequentialAgent:
         self.runner.prefill(v, self._enc(system_prompt(scenario, runtime.grammar.describe())))
         v.close()
         self.action_prompt, self.thought_prompt = self._enc(ACTION_PROMPT), self._enc(THOUGHT_PROMPT)
-        self.history: list = []
+        self.read: list = []  # this cycle's status and frame blocks
         self.stats = SequentialStats()
         self.bus = None
         self.latest: TimedFrame | None = None
@@ -84,34 +86,48 @@ class SequentialAgent:
         return self._decide(view, timed, [token] + self.action_prompt, now_ms)  # the last token rides along
 
     def _read(self, timed: TimedFrame) -> StepOutcome:
+        """The status and frame line go into blocks of their own (as the frame stream prefills them), in the same
+        forward as the cycle's first row, which reads them."""
         self.latest = None
-        view = View(self.store, [self.system] + self.history, name="sequential")
+        options = frame_line_options(timed, self.signed_bearings, self.aimed)
+        prefills = []
+        for name, text in (("status", STATUS_PREFIX + encode_status(timed.frame)),
+                           ("frame", FRAME_PREFIX + encode_seen(timed.frame, **options))):
+            block = self.store.create(name)
+            prefills.append(StreamInput(View(self.store, own=block, name=name), self._enc(text), logits="none"))
+            self.read.append(block)
+        view = View(self.store, [self.system] + self.read, name="sequential")
         view.start_own("cycle")
-        frame_tokens = self._enc(FRAME_PREFIX + encode_observation(
-            timed.frame, **frame_line_options(timed, self.signed_bearings, self.aimed)))
-        if not self.think_tokens:  # no-think: frame and action prompt in one forward, like a multi-stream decision
-            return self._decide(view, timed, frame_tokens + self.action_prompt, None)
-        tokens = frame_tokens + self.thought_prompt
-        (logits,), seconds = self._forward([StreamInput(view, tokens)])
+        if not self.think_tokens:  # no-think: the decision in this forward, like a multi-stream decision
+            return self._decide(view, timed, self.action_prompt, None, prefills)
+        (*_, logits), seconds = self._forward(prefills + [StreamInput(view, self.thought_prompt)])
+        for x in prefills:
+            x.view.close()
         self.cycle = (view, timed, self.think_tokens, logits)
-        return StepOutcome([], seconds, 0, len(tokens), [("sequential", len(tokens))])
+        prefill = sum(len(x.tokens) for x in prefills) + len(self.thought_prompt)
+        return StepOutcome([], seconds, 0, prefill, [("sequential", prefill)])
 
-    def _decide(self, view: View, timed: TimedFrame, prompt: list[int], now_ms) -> StepOutcome:
+    def _decide(self, view: View, timed: TimedFrame, prompt: list[int], now_ms, prefills=()) -> StepOutcome:
         branches = self.scorer.branch_inputs(view)
-        inputs = [StreamInput(view, prompt)] + branches
+        inputs = [*prefills, StreamInput(view, prompt)] + branches
         logits, seconds = self._forward(inputs)
-        command, _ = self.scorer.best(logits[0], logits[1:])
+        command, _ = self.scorer.best(logits[len(prefills)], logits[len(prefills) + 1:])
         for b in branches:
             b.view.close()
-        self.history.append(view.detach_own())
+        for x in prefills:
+            x.view.close()
         view.close()
-        while len(self.history) > self.history_cycles:
-            self.store.release(self.history.pop(0))
+        self._release_read()
         self.cycle = None
         self.stats.decisions += 1
         action = Action(command, self.generation.current, timed.frame.tic, timed.read_ms, now_ms, source=self.source)
         prefill = sum(len(x.tokens) for x in inputs)
         return StepOutcome([action], seconds, 0, prefill, [("sequential", prefill)])
+
+    def _release_read(self) -> None:
+        for block in self.read:
+            self.store.release(block)
+        self.read = []
 
     def _forward(self, inputs):
         result, seconds = measured(self.runner.forward, inputs)
@@ -121,9 +137,7 @@ class SequentialAgent:
     def close(self) -> None:
         if self.cycle is not None:
             self.cycle[0].close()
-        for b in self.history:
-            self.store.release(b)
-        self.history = []
+        self._release_read()
         self.store.release(self.system)
 
 

@@ -127,7 +127,8 @@ def test_the_previous_command_sits_whole_after_its_own_prompt_even_when_the_next
     from agent_runtime.prompts import ACTION_PROMPT
 
     with DoomEnv("defend_the_center", seed=3) as env:
-        runtime = make_runtime(env, max_action_age_ms=1000.0, engine={"decision_cadence": cadence})
+        runtime = make_runtime(env, max_action_age_ms=1000.0,
+                               engine={"decision_cadence": cadence, "action_log_in_view": 1})  # the log read
         scorer = CommandScorer(runtime.grammar, runtime.tokenizer)
         seen: list[tuple[list[int], object]] = []
         run_llm_episode(env, runtime, max_tics=200, fixed_cost=FixedCost(),

@@ -38,6 +38,7 @@ def test_each_shipped_adapter_is_small_and_names_the_weights_data_and_views_it_w
     assert manifest["base_model_id"] == "SmolLM2-135M-Instruct" and len(manifest["data_hash"]) == 16
     assert manifest["scenarios"] == [scenario]
     assert manifest["train_decisions"] > 250 and manifest["held_out_decisions"] > 25
+    assert manifest["block_masks"] is True  # scored in training as the engine attends (else it plays near chance)
     # it learned from views written as the default config writes them (no warning on `make demo`)
     from agent_runtime.adapters import VIEW_SETTINGS
     from agent_runtime.config import load_config
@@ -77,3 +78,26 @@ def test_the_shipped_adapter_merges_once_into_a_cache_keyed_on_its_hash(tmp_path
     capsys.readouterr()
     third = load_model(None, dtype="float32", adapter="default")
     assert "cannot be used" in capsys.readouterr().err and third.weight_hash == first.weight_hash
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("scenario", sorted(SHIPPED))
+def test_the_shipped_adapters_leave_the_models_language_its_own(scenario):
+    """The adapters learned to score commands; the Thinker and commentary decode with the same merged weights, so
+    plain sentences must stay about as likely as the untrained model finds them (measured: +5-11% per token)."""
+    sentences = ["The imp is to my left, so I should turn left and fire before it reaches me.",
+                 "I see two demons ahead. My ammo is low, so I aim at the nearest one first.",
+                 "Hello! What a nice day it is today. Let's talk about the weather and the news."]
+
+    def nll(loaded) -> list[float]:
+        tok = loaded.tokenizer
+        with torch.no_grad():
+            return [loaded.model(ids, labels=ids).loss.item()
+                    for ids in (torch.tensor([tok.encode(s)]) for s in sentences)]
+
+    base = nll(load_model(None, dtype="float32", adapter="none"))
+    merged = load_model(None, dtype="float32", adapter=str(SHIPPED[scenario]))
+    assert merged.adapter is not None
+    adapted = nll(merged)
+    assert all(a < 1.25 * b for a, b in zip(adapted, base)), (adapted, base)
+    assert adapted != base  # the adapter was merged

@@ -109,7 +109,8 @@ def run(args: argparse.Namespace) -> int:
         history = train(model, train_set, test_set, candidates, settings, pad_id=pad, progress=progress)
     finally:  # a stop (SIGINT) or an error mid-training: end the bar's line, so the next line is a line of its own
         progress.close()
-    after = evaluate(model, test_set, candidates, batch=settings.batch, pad_id=pad)
+    after = history.final or evaluate(model, test_set, candidates, batch=settings.batch, pad_id=pad)
+    curves = {k: v for k, v in asdict(history).items() if k != "final"}
     manifest = {
         "format_version": 1, "base_model_id": loaded.model_id, "base_weight_hash": loaded.base_weight_hash,
         "data": [str(Path(d).resolve()) for d in args.data], "data_hash": data_hash,
@@ -117,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
         "candidates": list(candidates.texts), "settings": settings.__dict__, "train_decisions": len(train_set),
         "held_out_decisions": len(test_set), "held_out_untrained": before, "held_out": after, "engine": engine,
         "block_masks": all(e.isolated is not None for e in examples),  # scored as the engine attends (see command_scores)
-        "train_seconds": round(time.monotonic() - t0, 1), "device": args.device, "history": asdict(history),
+        "train_seconds": round(time.monotonic() - t0, 1), "device": args.device, "history": curves,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
     _write_adapter(model, out, manifest)
@@ -193,7 +194,8 @@ def _plot(history: dict, path: Path, manifest: dict) -> None:
     ax.set_xlabel("step")
     ax.set_ylabel("cross-entropy over commands")
     twin = ax.twinx()
-    twin.plot(history["eval_steps"], history["accuracies"], color="tab:green", marker="o", label="held-out accuracy")
+    twin.plot(history["eval_steps"], history["accuracies"], color="tab:green", marker="o",
+              label="held-out accuracy (a fixed sample; last point: all)")
     twin.set_ylim(0, 1)
     twin.set_ylabel("held-out accuracy")
     ax.set_title(f"LoRA imitation: {', '.join(manifest['scenarios'])}, {manifest['base_model_id']}")
