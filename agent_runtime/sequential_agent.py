@@ -55,7 +55,6 @@ class SequentialAgent:
         self.runner.prefill(v, self._enc(system_prompt(scenario, runtime.grammar.describe())))
         v.close()
         self.action_prompt, self.thought_prompt = self._enc(ACTION_PROMPT), self._enc(THOUGHT_PROMPT)
-        self.read: list = []  # this cycle's status and frame blocks
         self.stats = SequentialStats()
         self.bus = None
         self.latest: TimedFrame | None = None
@@ -95,49 +94,42 @@ class SequentialAgent:
                            ("frame", FRAME_PREFIX + encode_seen(timed.frame, **options))):
             block = self.store.create(name)
             prefills.append(StreamInput(View(self.store, own=block, name=name), self._enc(text), logits="none"))
-            self.read.append(block)
-        view = View(self.store, [self.system] + self.read, name="sequential")
+            self.store.release(block)  # held by its prefill view, then by the cycle's view alone
+        view = View(self.store, [self.system] + [x.view.own for x in prefills], name="sequential")
         view.start_own("cycle")
         if not self.think_tokens:  # no-think: the decision in this forward, like a multi-stream decision
             return self._decide(view, timed, self.action_prompt, None, prefills)
-        (*_, logits), seconds = self._forward(prefills + [StreamInput(view, self.thought_prompt)])
-        for x in prefills:
-            x.view.close()
+        (logits,), seconds = self._forward([StreamInput(view, self.thought_prompt)], prefills)
         self.cycle = (view, timed, self.think_tokens, logits)
         prefill = sum(len(x.tokens) for x in prefills) + len(self.thought_prompt)
         return StepOutcome([], seconds, 0, prefill, [("sequential", prefill)])
 
     def _decide(self, view: View, timed: TimedFrame, prompt: list[int], now_ms, prefills=()) -> StepOutcome:
         branches = self.scorer.branch_inputs(view)
-        inputs = [*prefills, StreamInput(view, prompt)] + branches
-        logits, seconds = self._forward(inputs)
-        command, _ = self.scorer.best(logits[len(prefills)], logits[len(prefills) + 1:])
+        inputs = [StreamInput(view, prompt)] + branches
+        logits, seconds = self._forward(inputs, prefills)
+        command, _ = self.scorer.best(logits[0], logits[1:])
         for b in branches:
             b.view.close()
-        for x in prefills:
-            x.view.close()
-        view.close()
-        self._release_read()
+        view.close()  # frees the cycle's status and frame blocks too
         self.cycle = None
         self.stats.decisions += 1
         action = Action(command, self.generation.current, timed.frame.tic, timed.read_ms, now_ms, source=self.source)
-        prefill = sum(len(x.tokens) for x in inputs)
+        prefill = sum(len(x.tokens) for x in [*prefills, *inputs])
         return StepOutcome([action], seconds, 0, prefill, [("sequential", prefill)])
 
-    def _release_read(self) -> None:
-        for block in self.read:
-            self.store.release(block)
-        self.read = []
-
-    def _forward(self, inputs):
-        result, seconds = measured(self.runner.forward, inputs)
+    def _forward(self, inputs, prefills=()):
+        """One forward of `prefills` (blocks the inputs read, written in the same forward; their views closed after)
+        and `inputs`; the inputs' logits."""
+        result, seconds = measured(self.runner.forward, [*prefills, *inputs])
+        for x in prefills:
+            x.view.close()
         self.stats.steps += 1
-        return result.logits, seconds
+        return result.logits[len(prefills):], seconds
 
     def close(self) -> None:
         if self.cycle is not None:
             self.cycle[0].close()
-        self._release_read()
         self.store.release(self.system)
 
 
