@@ -18,9 +18,9 @@ from agent_runtime.model_loader import LoadedModel, check_supported
 from agent_runtime.cpu_path import CpuPath, cpu_path
 from agent_runtime.linear_kernels import adopt_linears, step_kernels
 from agent_runtime.view import View
-from kernels import view_attention
-from kernels.view_attention_torch import prepare_view_attention
-from kernels.view_layout import ViewLayout
+from attention_kernels import view_attention
+from attention_kernels.view_attention_torch import prepare_view_attention
+from attention_kernels.view_layout import ViewLayout
 
 ATTENTION_NAME = "doom_view"
 FP32_ATTENTION_MAX_ROWS = 8  # steps of at most this many rows (decodes) attend in fp32, on one thread

@@ -50,7 +50,7 @@ fy = 8.2
 ax.text(0.2, 9.95, "ONE FRAME", fontsize=13, weight="bold", color="#1d4ed8")
 row(fy, [("ViZDoom", "envs/doom_env.py"), ("world", "sync_world.py\nrealtime_world.py"),
          ("FrameStream block", "streams/frames.py"), ("scheduler", "scheduler.py"),
-         ("batched forward", "model_runner.py\nkernels/"), ("ActionStream", "streams/action.py"),
+         ("batched forward", "model_runner.py\nattention_kernels/"), ("ActionStream", "streams/action.py"),
          ("executor: fence", "action_executor.py")],
     ["Frame", "TimedFrame\n(read_ms)", "newest, within\nmax_frame_age", "rows: frame,\ntext, decoders",
      "logits (per-block\nattention merged)", "Action(gen,\nframe)"], FRAME)

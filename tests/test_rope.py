@@ -1,11 +1,11 @@
-"""kernels.rope against transformers' RoPE, and the rotation identities view attention relies on."""
+"""attention_kernels.rope against transformers' RoPE, and the rotation identities view attention relies on."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from kernels.rope import cos_sin, rotate
+from attention_kernels.rope import cos_sin, rotate
 
 from test_view_attention_torch import hf_rotate64, make_inv_freq
 

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 import pytest
 import torch
 
-from kernels import ViewLayout, prepare_view_attention, view_attention_torch
-from kernels.view_attention_torch import PREFILL_ROWS
+from attention_kernels import ViewLayout, prepare_view_attention, view_attention_torch
+from attention_kernels.view_attention_torch import PREFILL_ROWS
 
 # ---------------------------------------------------------------------------- oracle helpers
 

@@ -27,10 +27,10 @@ pytest.importorskip("triton")
 _HAS_CUDA = torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1"
 IN_PROCESS = _HAS_CUDA or os.environ.get("TRITON_INTERPRET") == "1" and not _TRITON_PREIMPORTED
 
-from kernels import ViewLayout, view_attention, view_attention_torch  # noqa: E402
+from attention_kernels import ViewLayout, view_attention, view_attention_torch  # noqa: E402
 
 if IN_PROCESS:
-    from kernels.view_attention_triton import view_attention_triton  # noqa: E402
+    from attention_kernels.view_attention_triton import view_attention_triton  # noqa: E402
 
 from test_view_attention_torch import hf_rotate64, make_case, make_inv_freq  # noqa: E402
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from kernels.view_layout import ViewLayout
+from attention_kernels.view_layout import ViewLayout
 
 
 def _timed(fn, device: str, repeats: int) -> float:
@@ -35,7 +35,7 @@ def _timed(fn, device: str, repeats: int) -> float:
 
 def kernel_vs_sdpa(*, views: int = 8, keys: int = 2048, chunks: int = 8, q_heads: int = 9, kv_heads: int = 3,
                    head_dim: int = 64, dtype=torch.bfloat16, device: str = "cuda", repeats: int = 20) -> dict:
-    from kernels.view_attention_triton import view_attention_triton
+    from attention_kernels.view_attention_triton import view_attention_triton
 
     gen = torch.Generator().manual_seed(0)
     per = keys // chunks
