@@ -486,30 +486,3 @@ class LagAwareExpertPolicy:
         self._scanned_deg += self.turn_model.degrees(SCAN_HOLD_TICS, self.history.turn_held)
         return self._scan()
 
-
-def measure_turn_model(env, *, tics: int = 8) -> TurnModel:
-    """Hold TURN_LEFT from rest and read ANGLE every tic: the slow rate, the fast rate and how long the ramp is."""
-    env.act({}, 1)
-    angle, steps = env.read_frame().variables["ANGLE"], []
-    for _ in range(tics):
-        env.act({"TURN_LEFT": 1.0}, 1)
-        now = env.read_frame().variables["ANGLE"]
-        steps.append((now - angle) % 360.0)
-        angle = now
-    env.act({}, 1)
-    return TurnModel(steps[0], steps[-1], sum(1 for s in steps if abs(s - steps[0]) < 1e-3))
-
-
-def measure_move_model(env, button: str) -> MoveModel:
-    """From rest, thrust one tic and coast one: the first step is the thrust, the second over the first the friction."""
-    def position() -> tuple[float, float]:
-        v = env.read_frame().variables
-        return v["POSITION_X"], v["POSITION_Y"]
-
-    start = position()
-    env.act({button: 1.0}, 1)
-    after_thrust = position()
-    env.act({}, 1)
-    after_coast = position()
-    first, second = math.dist(start, after_thrust), math.dist(after_thrust, after_coast)
-    return MoveModel(first, second / first)
