@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import ast
 import importlib.metadata
-import tomllib
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def shipped_packages() -> list[str]:
-    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    return [pattern.rstrip("*") for pattern in pyproject["tool"]["setuptools"]["packages"]["find"]["include"]]
+    """[tool.setuptools.packages.find] include, read without tomllib (Python 3.10 has none)."""
+    line = re.search(r"^include\s*=\s*\[(.*)\]", (ROOT / "pyproject.toml").read_text(), re.MULTILINE).group(1)
+    return [pattern.strip().strip('"').rstrip("*") for pattern in line.split(",")]
 
 
 def imported_top_levels(package: str) -> set[str]:
