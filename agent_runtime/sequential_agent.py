@@ -12,7 +12,6 @@ import math
 from dataclasses import dataclass
 
 from envs.doom_env import DoomEnv
-from envs.observation_text import encode_seen, encode_status
 
 from agent_runtime.action_executor import Action, ActionExecutor
 from agent_runtime.action_grammar import CommandScorer
@@ -21,11 +20,11 @@ from agent_runtime.events import EventBus
 from agent_runtime.generation import SessionGeneration
 from agent_runtime.model_runner import StreamInput
 from agent_runtime.multistream_agent import StepOutcome
-from agent_runtime.prompts import ACTION_PROMPT, FRAME_PREFIX, STATUS_PREFIX, THOUGHT_PROMPT, system_prompt
+from agent_runtime.prompts import ACTION_PROMPT, THOUGHT_PROMPT, system_prompt
 from agent_runtime.sampler import Sampler
 from agent_runtime.session_loop import SessionLoop
 from agent_runtime.session_result import session_result
-from agent_runtime.streams.frames import frame_line_options
+from agent_runtime.streams.frames import frame_line, status_line
 from agent_runtime.sync_world import SyncWorld, TimedFrame
 from agent_runtime.time_bounds import TimeBounds
 from agent_runtime.view import View
@@ -88,10 +87,9 @@ class SequentialAgent:
         """The status and frame line go into blocks of their own (as the frame stream prefills them), in the same
         forward as the cycle's first row, which reads them."""
         self.latest = None
-        options = frame_line_options(timed, self.signed_bearings, self.aimed)
         prefills = []
-        for name, text in (("status", STATUS_PREFIX + encode_status(timed.frame)),
-                           ("frame", FRAME_PREFIX + encode_seen(timed.frame, **options))):
+        for name, text in (("status", status_line(timed.frame)),
+                           ("frame", frame_line(timed, self.signed_bearings, self.aimed))):
             block = self.store.create(name)
             prefills.append(StreamInput(View(self.store, own=block, name=name), self._enc(text), logits="none"))
             self.store.release(block)  # held by its prefill view, then by the cycle's view alone

@@ -22,9 +22,15 @@ from agent_runtime.view import View
 from agent_runtime.events import Kind
 
 
-def frame_line_options(timed: TimedFrame, signed: bool, aimed: bool) -> dict:
-    """How a frame line is written (engine.signed_bearings, engine.frame_line)."""
-    return dict(signed=signed, aim_order=aimed, turned=timed.turn_in_flight if aimed else 0.0)
+def frame_line(timed: TimedFrame, signed: bool, aimed: bool) -> str:
+    """A frame block's text, as engine.signed_bearings and engine.frame_line write it (the baselines read the same)."""
+    return FRAME_PREFIX + encode_seen(timed.frame, signed=signed, aim_order=aimed,
+                                      turned=timed.turn_in_flight if aimed else 0.0)
+
+
+def status_line(frame) -> str:
+    """A status block's text."""
+    return STATUS_PREFIX + encode_status(frame)
 
 
 @dataclass
@@ -79,8 +85,7 @@ class FrameStream(Stream):
             return
         timed = self.pending.pop()
         status_tokens = self._schedule_status(timed, plan)
-        tokens = self.encode(FRAME_PREFIX + encode_seen(timed.frame, **frame_line_options(timed, self.signed,
-                                                                                          self.aimed)))
+        tokens = self.encode(frame_line(timed, self.signed, self.aimed))
         block = self.store.create(f"frame{timed.frame.tic}")
         plan.add(self, StreamInput(View(self.store, own=block, name="frame"), tokens, logits="none"), scratch=True)
         plan.budget -= len(tokens) + status_tokens
@@ -93,10 +98,10 @@ class FrameStream(Stream):
             self._evict_oldest()
 
     def _schedule_status(self, timed: TimedFrame, plan: StepPlan) -> int:
-        text = encode_status(timed.frame)
+        text = status_line(timed.frame)
         if text == self.status_text:
             return 0
-        tokens = self.encode(STATUS_PREFIX + text)
+        tokens = self.encode(text)
         block = self.store.create("status")
         plan.add(self, StreamInput(View(self.store, own=block, name="status"), tokens, logits="none"),
                  role="status", scratch=True)
