@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from agent_runtime.action_grammar import Command
-from agent_runtime.events import EventBus, Kind
+from agent_runtime.events import Kind
 from agent_runtime.generation import SessionGeneration
 from agent_runtime.time_bounds import TimeBounds
 from agent_runtime.percentiles import percentile
@@ -33,15 +33,11 @@ class ExecutorStats:
     reaction_ms: list[float] = field(default_factory=list)
     first_executed_ms: float | None = None
 
-    @property
-    def fenced(self) -> int:
-        return self.fenced_generation + self.fenced_age
-
     def summary(self) -> dict:
         """The per-episode result keys every agent reports."""
         return {
             "actions_executed": self.executed,
-            "actions_fenced": self.fenced,
+            "actions_fenced": self.fenced_generation + self.fenced_age,
             "actions_fenced_generation": self.fenced_generation,
             "actions_fenced_age": self.fenced_age,
             "reaction_ms_p50": percentile(self.reaction_ms, 50),
@@ -53,11 +49,9 @@ class ExecutorStats:
 
 
 class ActionExecutor:
-    def __init__(self, world, generation: SessionGeneration, bounds: TimeBounds, *, bus: EventBus | None = None):
-        self.world = world
-        self.generation = generation
-        self.bounds = bounds
-        self.bus = bus
+    def __init__(self, world, generation: SessionGeneration, bounds: TimeBounds):
+        self.world, self.generation, self.bounds = world, generation, bounds
+        self.bus = None  # the session loop's (SessionLoop.use_bus)
         self.stats = ExecutorStats()
 
     def execute(self, action: Action, now_ms: float) -> bool:

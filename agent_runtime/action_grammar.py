@@ -88,12 +88,16 @@ class ActionGrammar:
         self.words = command_words(self.buttons)
         self.root = _Node()
         self.commands: list[Command] = []
+        for command, text in self._spoken([None] + [n for n in range(1, max_hold_tics + 1) if n != default_tics]):
+            self._add(tokenizer, command, f"{text}\n")
+
+    def _spoken(self, holds):
+        """(command, text) for every word at every hold in `holds` (None: the word alone, at default_tics)."""
         for name, word in self.words.items():
             pressed = {} if name == NOOP else {name: 1.0}
-            self._add(tokenizer, Command(name, pressed, default_tics, word), f" {word}\n")
-            for n in range(1, max_hold_tics + 1):
-                if n != default_tics:
-                    self._add(tokenizer, Command(name, pressed, n, word), f" {self.say(word, n)}\n")
+            for n in holds:
+                text = word if n is None else self.say(word, n)
+                yield Command(name, pressed, n or self.default_tics, word), f" {text}"
 
     def _add(self, tokenizer, command: Command, text: str) -> None:
         ids = tokenizer.encode(text, add_special_tokens=False)
@@ -110,15 +114,8 @@ class ActionGrammar:
     def candidates(self, tokenizer) -> list[tuple[Command, list[int]]]:
         """What score mode compares, with its tokens: every command at every hold ("left 3") with hold_counts,
         else every command at its default hold (the word alone)."""
-        out = []
-        for name, word in self.words.items():
-            pressed = {} if name == NOOP else {name: 1.0}
-            holds = range(1, self.max_hold_tics + 1) if self.hold_counts else (None,)
-            for n in holds:
-                text = f" {word}" if n is None else f" {self.say(word, n)}"
-                out.append((Command(name, pressed, n or self.default_tics, word),
-                            tokenizer.encode(text, add_special_tokens=False)))
-        return out
+        holds = range(1, self.max_hold_tics + 1) if self.hold_counts else (None,)
+        return [(command, tokenizer.encode(text, add_special_tokens=False)) for command, text in self._spoken(holds)]
 
     def say(self, word: str, tics: int) -> str:
         """A word with its hold count as the model reads and writes it ("left3", or "left 3" spaced)."""
@@ -138,15 +135,6 @@ def _log_softmax(logits):
     return torch.log_softmax(logits.float().reshape(-1, logits.shape[-1]), -1)
 
 
-def _summed_logprob(first_logprobs, row_logprobs, tokens: list[int]) -> float:
-    import torch
-
-    total = float(first_logprobs[0, tokens[0]])
-    if len(tokens) > 1:
-        total += float(row_logprobs[torch.arange(len(tokens) - 1), torch.tensor(tokens[1:])].sum())
-    return total
-
-
 class CommandScorer:
     """Decides a command in ONE forward: the action prompt plus one branch per distinct command prefix.
 
@@ -160,11 +148,8 @@ class CommandScorer:
         self.candidates = grammar.candidates(tokenizer)
         self.say = grammar.say
         self.encode = lambda text: tokenizer.encode(text, add_special_tokens=False)
-        prefixes: dict[tuple[int, ...], int] = {}
-        for _, tokens in self.candidates:
-            if len(tokens) > 1:
-                prefixes.setdefault(tuple(tokens[:-1]), len(prefixes))
-        self.branch_index = prefixes
+        prefixes = dict.fromkeys(tuple(tokens[:-1]) for _, tokens in self.candidates if len(tokens) > 1)
+        self.branch_index = {prefix: i for i, prefix in enumerate(prefixes)}
         self.branches = [list(p) for p in prefixes]
 
     def branch_inputs(self, view) -> list:
@@ -182,20 +167,23 @@ class CommandScorer:
 
     def scores(self, prompt_logits, branch_logits: list) -> list[float]:
         """Each candidate's summed log-probability, in `candidates` order (what training imitates)."""
+        import torch
+
         first = _log_softmax(prompt_logits)  # once per decision, not once per candidate
         rows = [_log_softmax(b) for b in branch_logits]
         scores = []
         for _, tokens in self.candidates:
-            branch = rows[self.branch_index[tuple(tokens[:-1])]] if len(tokens) > 1 else None
-            scores.append(_summed_logprob(first, branch, tokens))
+            total = float(first[0, tokens[0]])
+            if len(tokens) > 1:
+                branch = rows[self.branch_index[tuple(tokens[:-1])]]
+                total += float(branch[torch.arange(len(tokens) - 1), torch.tensor(tokens[1:])].sum())
+            scores.append(total)
         return scores
 
     def tokens_for(self, command: Command) -> list[int]:
         """The tokens the action log gets for `command` (a candidate's, or the word with its count)."""
-        for candidate, tokens in self.candidates:
-            if candidate == command:
-                return list(tokens)
-        return self.encode(f" {self.say(command.word, command.tics)}")
+        tokens = next((tokens for candidate, tokens in self.candidates if candidate == command), None)
+        return list(tokens) if tokens is not None else self.encode(f" {self.say(command.word, command.tics)}")
 
     def best(self, prompt_logits, branch_logits: list) -> tuple[Command, list[int]]:
         """The most likely command given the prompt's last logits and each branch's rows."""
@@ -212,21 +200,13 @@ class CommandDecoder:
         self.node = grammar.root
 
     @property
-    def allowed(self) -> list[int]:
-        return list(self.node.children)
-
-    @property
     def done(self) -> Command | None:
         return self.node.command
 
     def choose(self, logits) -> list[int]:
         """Pick the best allowed next token (greedy); return the tokens appended (choice + forced run)."""
-        allowed = self.allowed
-        if len(allowed) == 1:
-            best = allowed[0]
-        else:
-            scores = logits[allowed]
-            best = allowed[int(scores.argmax())]
+        allowed = list(self.node.children)
+        best = allowed[0] if len(allowed) == 1 else allowed[int(logits[allowed].argmax())]
         self.node = self.node.children[best]
         return [best] + self.forced_prefix()
 

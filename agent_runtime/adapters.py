@@ -89,14 +89,10 @@ def view_mismatch(info: AdapterInfo | None, engine) -> str | None:
         return (f"warning: adapter {info.path} was trained before `train` scored views as the engine attends (no "
                 "block_masks in its manifest): it scores commands near chance here; train it again on data from "
                 "this version's `collect` (see README, The trained adapter)")
-    if not info.views:
-        return None
     differ = [f"engine.{k}: {info.views[k]!r} (this run {getattr(engine, k)!r})" for k in VIEW_SETTINGS
               if info.views.get(k) is not None and info.views[k] != getattr(engine, k)]
-    if not differ:
-        return None
     return (f"warning: adapter {info.path} learned from views written with {', '.join(differ)}; it plays "
-            f"worse on views it never saw: set those keys in the config, or train it again")
+            f"worse on views it never saw: set those keys in the config, or train it again") if differ else None
 
 
 @contextlib.contextmanager

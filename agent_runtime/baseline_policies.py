@@ -6,7 +6,7 @@ import math
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -27,6 +27,17 @@ Decision = tuple[dict[str, float], int]  # (buttons pressed -> value, tics to ho
 
 HORIZONTAL_FOV_DEGREES = 90.0  # ViZDoom default
 DELTA_BUTTON = "TURN_LEFT_RIGHT_DELTA"
+
+
+def frame_width(frame: Frame, default: int) -> int:
+    """The frame's width in pixels; `default` for a frame without a screen (labels alone)."""
+    return frame.screen.shape[1] if frame.screen is not None else default
+
+
+def pixels_to_degrees(offset_px: float, width: int) -> float:
+    """Degrees (positive = right) of a screen column `offset_px` right of the centre, through the 90° lens."""
+    half_fov = math.radians(HORIZONTAL_FOV_DEGREES / 2.0)
+    return math.degrees(math.atan(offset_px / (width / 2.0) * math.tan(half_fov)))
 
 
 class RandomPolicy:
@@ -69,7 +80,7 @@ class ScriptedAimPolicy:
 
     def target(self, frame: Frame) -> ObjectLabel | None:
         """The on-screen monster whose box centre is nearest the crosshair (screen centre)."""
-        centre = self._width(frame) / 2.0
+        centre = frame_width(frame, self.screen_width) / 2.0
         monsters = [lab for lab in frame.labels if lab.category == "Monster" and lab.box is not None]
         if not monsters:
             return None
@@ -79,7 +90,7 @@ class ScriptedAimPolicy:
         target = self.target(frame)
         if target is None:
             return self._turn_degrees(-10.0 if self._scan == "TURN_LEFT" else 10.0), 1
-        width = self._width(frame)
+        width = frame_width(frame, self.screen_width)
         offset_px = target.box_center_x - width / 2.0  # positive: target right of the crosshair
         tolerance = max(self.aim_tolerance_px, target.box[2] / 4.0)
         pressed: dict[str, float] = {}
@@ -88,7 +99,7 @@ class ScriptedAimPolicy:
                 pressed["ATTACK"] = 1.0
         else:
             self._scan = "TURN_RIGHT" if offset_px > 0 else "TURN_LEFT"
-            pressed.update(self._turn_degrees(self._pixels_to_degrees(offset_px, width)))
+            pressed.update(self._turn_degrees(pixels_to_degrees(offset_px, width)))
         return pressed, 1
 
     def _turn_degrees(self, degrees: float) -> dict[str, float]:
@@ -97,14 +108,6 @@ class ScriptedAimPolicy:
         if self.has_delta:
             return {DELTA_BUTTON: degrees}
         return {"TURN_RIGHT" if degrees > 0 else "TURN_LEFT": 1.0}
-
-    def _width(self, frame: Frame) -> int:
-        return frame.screen.shape[1] if frame.screen is not None else self.screen_width
-
-    @staticmethod
-    def _pixels_to_degrees(offset_px: float, width: int) -> float:
-        half_fov = math.radians(HORIZONTAL_FOV_DEGREES / 2.0)
-        return math.degrees(math.atan(offset_px / (width / 2.0) * math.tan(half_fov)))
 
 
 def make_policy(name: str, buttons: Sequence[str], *, seed: int | None = None, screen_width: int = 160):
@@ -132,7 +135,7 @@ class PolicyAgent:
         self.history: deque[Frame] = deque(maxlen=lag_tics + 2)  # the frames decided on
         self.newest: TimedFrame | None = None
         self.next_tic = -1
-        self.stats = PolicyStats()
+        self.stats = SimpleNamespace(decisions=0)  # the one count session_result reads from a policy
         self.bus = None
 
     def push_frame(self, timed: TimedFrame) -> None:
@@ -158,11 +161,6 @@ class PolicyAgent:
 
     def close(self) -> None:
         pass
-
-
-@dataclass
-class PolicyStats:
-    decisions: int = 0
 
 
 def run_baseline_episode(env: DoomEnv, policy, *, max_tics: int | None = None, lag_tics: int = 0,

@@ -1,11 +1,14 @@
-"""The agent's sections of blocks (system, user, commentary, thoughts, actions, status, frames) and their caps.
+"""The agent's sections of blocks (system, user, commentary, thoughts, actions, status, frames), their caps, and
+each stream's view kept equal to an ordered selection of them.
 
-Past its cap the oldest block leaves the section and is released (freed once no view reads it).
+Past its cap the oldest block leaves the section and is released; a block leaving every view is freed without
+recompute.
 """
 
 from __future__ import annotations
 
 from agent_runtime.kv_block_store import Block, KVBlockStore
+from agent_runtime.view import View
 
 SECTION_NAMES = ("system", "user", "commentary", "thoughts", "actions", "status", "frames")
 
@@ -23,6 +26,20 @@ class BlockSections(dict):
         blocks = self[name]
         while len(blocks) > self.caps[name]:
             self.store.release(blocks.pop(0))
+
+    def sync(self, view: View, order: list[tuple[str, int | None]]) -> None:
+        """Make `view` read, in `order`, (section name, how many newest blocks; None = all): retains what is new and
+        releases what left."""
+        want: list[Block] = []
+        for name, newest in order:
+            want += self[name] if newest is None else self[name][-newest:] if newest > 0 else []
+        if [id(b) for b in want] == [id(b) for b in view.blocks]:
+            return
+        for b in want:
+            self.store.retain(b)
+        for b in view.blocks:
+            self.store.release(b)
+        view.blocks = want
 
     def release_all(self) -> None:
         for name in SECTION_NAMES:

@@ -44,7 +44,7 @@ class SessionClock:
         self.cost, self.replay_costs = cost, replay_costs
         self.name = "fixed_cost" if cost else "compute"
         self.now_ms = 0.0
-        self._tics_released = 0
+        self.tics_released = 0  # whole tics the world was told to play
         self._steps = 0
 
     def cost_of(self, outcome) -> float:
@@ -63,13 +63,9 @@ class SessionClock:
     def charge(self, ms: float) -> int:
         """Advance session time by ms; return the whole tics that became due."""
         self.now_ms += ms
-        due = int(self.now_ms / MS_PER_TIC) - self._tics_released
-        self._tics_released += due
+        due = int(self.now_ms / MS_PER_TIC) - self.tics_released
+        self.tics_released += due
         return due
-
-    @property
-    def tics_released(self) -> int:
-        return self._tics_released
 
 
 class WallClock:

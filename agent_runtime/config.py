@@ -53,17 +53,14 @@ class EngineConfig(_Strict):
     # "hold": the next decision is made on the frame of the tic the chosen hold ends (as the expert plays);
     # "frame": on every new frame, each decision replacing the hold under way
     decision_cadence: Literal["hold", "frame"] = "hold"
-    # how many of its own past decisions the action stream reads: 0, none (aimed frame lines already give bearings
-    # after the turn in flight, and a command block is scored approximately in training: it was written attending a
-    # view that has changed since); 1, its previous command; more invites copying the log; null: the whole log, as
-    # recordings made before this setting ran
+    # how many of its own past decisions the action stream reads: 0 (aimed frame lines already allow for the turn in
+    # flight, and training scores a command block only approximately), 1 its previous one (more invites copying the
+    # log); null: the whole log, as recordings made before this setting ran
     action_log_in_view: int | None = Field(0, ge=0, le=64)
     # frame lines say the side of every bearing ("imp left 3"); false: within 5 degrees "ahead", without a side
     signed_bearings: bool = True
-    # "aimed": frame lines give each bearing as it will be once the turn still in flight is done (turning.py) and
-    # list objects in the order an aimer takes them (near ones first, then nearest the crosshair): what the view
-    # expert labels from, so its label reads off the first object; "seen": bearings as the frame shows them,
-    # nearest objects first (recordings and adapters made before this setting)
+    # "aimed": bearings once the turn in flight is done (turning.py), objects in the order an aimer takes them, as
+    # the view expert labels; "seen": as the frame shows them (recordings and adapters made before this setting)
     frame_line: Literal["aimed", "seen"] = "aimed"
     # frames the action stream reads, the newest K of the budgets.frames_in_view the views hold (the view expert
     # decides from the newest alone, and each older line is ~25 tokens to learn to ignore); null: all of them
@@ -103,7 +100,7 @@ class KVConfig(_Strict):
 
 class RunConfig(_Strict):
     scenario: str = "defend_the_center"
-    resolution: str = "160x120"
+    resolution: Literal[RESOLUTIONS] = "160x120"
     clock: Literal["sync", "realtime"] = "sync"
     seed: int = 0
     recordings_dir: str = "recordings"
@@ -112,13 +109,6 @@ class RunConfig(_Strict):
     voice: VoiceConfig = VoiceConfig()
     model: ModelConfig = ModelConfig()
     kv: KVConfig = KVConfig()
-
-    @field_validator("resolution")
-    @classmethod
-    def _resolution(cls, v: str) -> str:
-        if v not in RESOLUTIONS:
-            raise ValueError(f"must be one of {', '.join(RESOLUTIONS)}")
-        return v
 
 
 def _describe(err: ValidationError, source: str) -> str:

@@ -14,9 +14,10 @@ import hashlib
 import json
 import os
 import platform
-import sys
 import time
 from dataclasses import asdict, dataclass, field
+from itertools import groupby
+from operator import itemgetter
 from pathlib import Path
 
 import torch
@@ -87,11 +88,10 @@ def detect_features() -> CpuFeatures:
     """The CPU's features, with DOOM_AGENT_CPU applied (an impossible override is a clear error)."""
     flags, name = _cpu_flags()
     arch = platform.machine().lower()
-    forced = os.environ.get(OVERRIDE_ENV, "").strip().lower() or None
-    if forced is not None and forced not in OVERRIDES + ("auto",):
+    forced = os.environ.get(OVERRIDE_ENV, "").strip().lower()
+    if forced not in OVERRIDES + ("auto", ""):
         raise UserError(f"{OVERRIDE_ENV}={forced!r} is not a CPU path: use one of {', '.join(OVERRIDES)} or auto (or unset it)")
-    if forced == "auto":
-        forced = None
+    forced = forced if forced in OVERRIDES else None
     onednn = torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
     hardware_bf16 = bool(flags & set(HARDWARE_BF16_FLAGS)) or (arch in ("aarch64", "arm64") and "bf16" in flags)
     onednn_bf16 = onednn and bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
@@ -109,7 +109,8 @@ def detect_features() -> CpuFeatures:
 
 
 def free_cores() -> int:
-    """Cores not busy right now (sampled), at least 1: oversubscribing makes CPU decode several times slower."""
+    """Cores not busy right now (sampled), at least 1: oversubscribing makes CPU decode several times slower.
+    Real-time play needs no core of its own: the game and audio threads take well under half a core."""
     allowed = allowed_cores()
     try:
         import psutil
@@ -120,16 +121,9 @@ def free_cores() -> int:
     return max(1, allowed - busy)
 
 
-def choose_threads(threads: int | None) -> int:
-    """`threads`, else the cores free right now. Real-time play needs no core of its own: the game and audio
-    threads take well under half a core, and a core busy elsewhere already counts as not free."""
-    return threads or free_cores()
-
-
 def onednn_available(dtype: torch.dtype, features: CpuFeatures) -> bool:
-    if not features.onednn:
-        return False
-    return dtype == torch.float32 or (dtype == torch.bfloat16 and features.onednn_bf16)
+    """Whether oneDNN can prepack linears of `dtype` here."""
+    return features.onednn and (dtype == torch.float32 or (dtype == torch.bfloat16 and features.onednn_bf16))
 
 
 @dataclass(frozen=True)
@@ -142,33 +136,18 @@ class KernelTable:
     kernels: tuple[str, ...]
 
     def kernel_for(self, rows: int) -> str:
-        for bound, kernel in zip(self.bounds, self.kernels):
-            if rows <= bound:
-                return kernel
-        return self.kernels[-1]
+        return next((kernel for bound, kernel in zip(self.bounds, self.kernels) if rows <= bound), self.kernels[-1])
 
     def describe(self) -> str:
-        parts, low = [], 1
-        for bound, kernel in zip(self.bounds, self.kernels):
-            last = bound == self.bounds[-1]
-            span = f"{low}+" if last else (f"{low}" if bound == low else f"{low}-{bound}")
-            parts.append(f"{span} rows {kernel}")
-            low = bound + 1
-        return ", ".join(parts)
+        lows = (1,) + tuple(bound + 1 for bound in self.bounds[:-1])
+        spans = [f"{low}" if low == bound else f"{low}-{bound}" for low, bound in zip(lows, self.bounds[:-1])]
+        return ", ".join(f"{span} rows {kernel}" for span, kernel in zip(spans + [f"{lows[-1]}+"], self.kernels))
 
 
 def _table_from(dtype: str, best: dict[int, str]) -> KernelTable:
-    """Merge the fastest kernel at each probed row count into contiguous ranges."""
-    bounds: list[int] = []
-    kernels: list[str] = []
-    for rows in sorted(best):
-        if kernels and kernels[-1] == best[rows]:
-            bounds[-1] = rows
-        else:
-            bounds.append(rows)
-            kernels.append(best[rows])
-    bounds[-1] = PROBE_ROWS[-1]
-    return KernelTable(dtype, tuple(bounds), tuple(kernels))
+    """Merge the fastest kernel at each probed row count into contiguous ranges (the last one open-ended)."""
+    runs = [(kernel, max(rows for rows, _ in run)) for kernel, run in groupby(sorted(best.items()), key=itemgetter(1))]
+    return KernelTable(dtype, tuple(b for _, b in runs[:-1]) + (PROBE_ROWS[-1],), tuple(k for k, _ in runs))
 
 
 def _time_linears(dtype: torch.dtype, kernel: str, rows: int, weights, packed) -> float:
@@ -207,14 +186,11 @@ def measure_linears(features: CpuFeatures, threads: int, *, rounds: int = 3) -> 
     torch.set_num_threads(threads)
     timings: dict[str, dict[str, dict[int, float]]] = {}
     try:
-        for _, kernel, dtype, weights, packed, rows in candidates:  # warm-up: caches, oneDNN's primitive cache
-            for n in rows:
-                _time_linears(dtype, kernel, n, weights, packed)
-        for _ in range(rounds):
+        for round_ in range(rounds + 1):  # round 0 warms up (caches, oneDNN's primitive cache) and is not kept
             for name, kernel, dtype, weights, packed, rows in candidates:
                 for n in rows:
                     ms = _time_linears(dtype, kernel, n, weights, packed)
-                    best = timings.setdefault(name, {}).setdefault(kernel, {})
+                    best = timings.setdefault(name, {}).setdefault(kernel, {}) if round_ else {}
                     best[n] = min(ms, best.get(n, ms))
     finally:
         torch.set_num_threads(previous)
@@ -223,11 +199,6 @@ def measure_linears(features: CpuFeatures, threads: int, *, rounds: int = 3) -> 
 
 def _best(per_kernel: dict[str, dict[int, float]], rows: int) -> tuple[str, float]:
     return min(((k, t[rows]) for k, t in per_kernel.items()), key=lambda kt: kt[1])
-
-
-def step_cost_ms(per_kernel: dict[str, dict[int, float]]) -> float:
-    """What a precision costs the engine: one decode row plus one decision step, each on its fastest kernel."""
-    return _best(per_kernel, 1)[1] + _best(per_kernel, DECISION_ROWS)[1]
 
 
 @dataclass
@@ -262,19 +233,10 @@ class CpuPath:
 
     def summary(self) -> dict:
         """What manifests and benchmark headers store."""
-        return {
-            "cpu_path": self.name,
-            "dtype": self.dtype,
-            "requested_dtype": self.requested_dtype,
-            "kernels": self.table(self.dtype).describe(),
-            "isa": self.features.isa,
-            "hardware_bf16": self.features.hardware_bf16,
-            "onednn_bf16": self.features.onednn_bf16,
-            "forced": self.features.forced,
-            "threads": self.threads,
-            "cpu": self.features.model_name,
-            "probe": self.source,
-        }
+        return {"cpu_path": self.name, "dtype": self.dtype, "requested_dtype": self.requested_dtype,
+                "kernels": self.table(self.dtype).describe(),
+                **{key: getattr(self.features, key) for key in ("isa", "hardware_bf16", "onednn_bf16", "forced")},
+                "threads": self.threads, "cpu": self.features.model_name, "probe": self.source}
 
 
 def decide(features: CpuFeatures, threads: int, timings: dict, *, requested: str = "auto",
@@ -284,21 +246,17 @@ def decide(features: CpuFeatures, threads: int, timings: dict, *, requested: str
     for dtype, per_kernel in timings.items():
         measured = sorted(set.intersection(*(set(t) for t in per_kernel.values())))
         tables[dtype] = _table_from(dtype, {rows: _best(per_kernel, rows)[0] for rows in measured})
-    cost = {dtype: step_cost_ms(per_kernel) for dtype, per_kernel in timings.items()}
-    fastest = "float32"
-    if features.bf16_eligible and "bfloat16" in cost and cost["bfloat16"] < cost["float32"]:
-        fastest = "bfloat16"
+    # what a precision costs the engine: one decode row plus one decision step, each on its fastest kernel
+    cost = {dtype: _best(pk, 1)[1] + _best(pk, DECISION_ROWS)[1] for dtype, pk in timings.items()}
+    fastest = ("bfloat16" if features.bf16_eligible and "bfloat16" in cost and cost["bfloat16"] < cost["float32"]
+               else "float32")
     path = CpuPath(features=features, threads=threads, timings=timings, requested_dtype=requested, source=source,
-                   tables=tables)
-    if requested == "auto":
-        path.dtype = fastest
-    else:
-        path.dtype = requested
-        if requested != fastest and requested in cost:
-            slower = cost[requested] / cost[fastest]
-            why = "" if requested != "bfloat16" or features.bf16_eligible else " (this CPU has no native bf16)"
-            path.warning = (f"warning: model.dtype {requested} on this CPU{why}: its linears measured {slower:.1f}x "
-                            f"slower than {fastest} for the engine's steps; set model.dtype to auto or {fastest}")
+                   tables=tables, dtype=fastest if requested == "auto" else requested)
+    if requested not in ("auto", fastest) and requested in cost:
+        slower = cost[requested] / cost[fastest]
+        why = "" if requested != "bfloat16" or features.bf16_eligible else " (this CPU has no native bf16)"
+        path.warning = (f"warning: model.dtype {requested} on this CPU{why}: its linears measured {slower:.1f}x "
+                        f"slower than {fastest} for the engine's steps; set model.dtype to auto or {fastest}")
     return path
 
 
@@ -307,12 +265,6 @@ def _cache_key(features: CpuFeatures, threads: int) -> str:
              str(features.forced), torch.__version__, str(threads), os.environ.get("ONEDNN_MAX_CPU_ISA", ""),
              os.environ.get("ATEN_CPU_CAPABILITY", ""), str(PROBE_VERSION)]
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
-
-
-def _cache_file(features: CpuFeatures, threads: int) -> Path:
-    from agent_runtime.model_loader import cache_dir
-
-    return cache_dir() / "cpu-probe" / f"{_cache_key(features, threads)}.json"
 
 
 def _read_cached(path: Path) -> dict | None:
@@ -344,16 +296,18 @@ def _write_cached(path: Path, features: CpuFeatures, threads: int, timings: dict
 _MEASURED: dict[tuple, tuple[dict, str]] = {}  # (features, threads) -> (timings, "probe" or "cache")
 
 
-def cpu_path(*, dtype: str = "auto", threads: int | None = None, use_cache: bool = True) -> CpuPath:
+def cpu_path(*, dtype: str = "auto", threads: int | None = None) -> CpuPath:
     """Probe (or read the cache) and decide. `threads` None: the cores actually free."""
+    from agent_runtime.model_loader import cache_dir
+
     if dtype not in ("auto", "float32", "bfloat16"):
         raise UserError(f"unknown dtype '{dtype}': use auto, float32 or bfloat16")
     features = detect_features()
-    n = choose_threads(threads)
+    n = threads or free_cores()
     key = (features, n)
-    if key not in _MEASURED or not use_cache:
-        cache = _cache_file(features, n)
-        timings = _read_cached(cache) if use_cache else None
+    if key not in _MEASURED:
+        cache = cache_dir() / "cpu-probe" / f"{_cache_key(features, n)}.json"
+        timings = _read_cached(cache)
         source = "cache"
         if timings is None:
             timings, source = measure_linears(features, n), "probe"
@@ -361,13 +315,6 @@ def cpu_path(*, dtype: str = "auto", threads: int | None = None, use_cache: bool
         _MEASURED[key] = (timings, source)
     timings, source = _MEASURED[key]
     return decide(features, n, timings, requested=dtype, source=source)
-
-
-def apply(path: CpuPath, *, warn: bool = True, stream=sys.stderr) -> None:
-    """Set torch's threads to the decision and print its warning, if any."""
-    torch.set_num_threads(path.threads)
-    if warn and path.warning:
-        print(path.warning, file=stream, flush=True)
 
 
 @contextlib.contextmanager

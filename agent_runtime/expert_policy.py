@@ -5,15 +5,13 @@ those d tics are not in the frame yet. The expert keeps a per-tic history of wha
 every bearing and offset as "where it will be once everything already commanded has happened".
 
 Who fills that history: decide() records the command it returns. A labeller that only calls command_for()
-must feed what really ran with observe_executed(command, tics) (or call clear_history()); command_for() never
+must feed what really ran with observe_executed(command, tics) (or clear `history`); command_for() never
 records by itself, it only updates what the expert has seen (object tracks, last-seen places, shot results).
 
-Engine facts it relies on (checked against the engine by tests/test_expert_policy.py): a held TURN_LEFT/RIGHT
-turns 1.76°/tic for the first 5 tics of a continuous hold and 3.52°/tic after (Doom's slow-turn ramp; a tic
-without a turn resets it); MOVE_* thrust 0.75 (strafe) / 0.78 (forward) units/tic with friction 0.90625, so n
-thrust tics carry the player about 8n units; the pistol shoots 4 tics after ATTACK is pressed, its result is in
-the frame a tic later, and it is ready again 19 tics after the press. Delta buttons are never used: the
-action grammar cannot say them, and every bundled scenario that has one also has TURN_LEFT/TURN_RIGHT.
+Engine facts it relies on, checked against the engine by tests/test_expert_policy.py: Doom's slow-turn ramp
+(turning.py), MOVE_* thrust with friction (n thrust tics carry the player about 8n units), the pistol's shot delay
+and refire cycle (the constants below). Delta buttons are never used: the action grammar cannot say them, and
+every bundled scenario that has one also has TURN_LEFT/TURN_RIGHT.
 """
 
 from __future__ import annotations
@@ -24,11 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from agent_runtime.action_grammar import NOOP
-from agent_runtime.baseline_policies import (
-    HORIZONTAL_FOV_DEGREES,
-    Decision,
-    ScriptedAimPolicy,
-)
+from agent_runtime.baseline_policies import HORIZONTAL_FOV_DEGREES, Decision, frame_width, pixels_to_degrees
 from agent_runtime.turning import MAX_HOLD_TICS, TURN_SIGN, TurnModel
 from envs.frame import Frame, ObjectLabel
 from envs.observation_text import bearing_degrees, distance_units
@@ -81,15 +75,16 @@ class ExecutedTic:
 class CommandHistory:
     """The executed commands, tic by tic, so a stale frame can be corrected for the motion it does not show yet."""
 
-    def __init__(self, turn: TurnModel, strafe: MoveModel, forward: MoveModel, *, keep_tics: int = 256):
+    def __init__(self, turn: TurnModel, strafe: MoveModel, forward: MoveModel):
         self.turn, self.models = turn, {"strafe_left": strafe, "forward": forward}
-        self._tics: deque[ExecutedTic] = deque(maxlen=keep_tics)
-        self.clock: int | None = None  # tic the next command starts on
-        self.turn_held = 0  # consecutive turning tics up to the clock (the engine's slow-turn counter)
+        self._tics: deque[ExecutedTic] = deque(maxlen=256)
+        self.clear()
 
     def clear(self) -> None:
+        """Forget the executed commands: the next frame is taken as showing everything commanded."""
         self._tics.clear()
-        self.clock, self.turn_held = None, 0
+        self.clock: int | None = None  # tic the next command starts on
+        self.turn_held = 0  # consecutive turning tics up to the clock (the engine's slow-turn counter)
 
     def sync(self, frame_tic: int) -> None:
         """A frame newer than anything commanded: nothing is in flight, the next command starts at its tic."""
@@ -188,21 +183,16 @@ class LagAwareExpertPolicy:
 
     name = "expert"
 
-    def __init__(self, buttons: Sequence[str], *, screen_width: int = 160, turn_model: TurnModel | None = None,
-                 strafe_model: MoveModel | None = None, forward_model: MoveModel | None = None,
-                 extrapolate: bool = True):
+    def __init__(self, buttons: Sequence[str], *, screen_width: int = 160):
         self.buttons = tuple(buttons)
         present = set(self.buttons)
         self.can_turn = set(TURN_SIGN) <= present
-        self.can_strafe = set(STRAFE_SIGN) <= present
         self.can_walk = "MOVE_FORWARD" in present
-        self.can_fire = "ATTACK" in present
-        self.hunting = self.can_fire and (self.can_turn or self.can_strafe)
+        self.hunting = "ATTACK" in present and (self.can_turn or set(STRAFE_SIGN) <= present)  # turns, else strafes
         self.screen_width = screen_width
-        self.extrapolate = extrapolate  # lead moving targets by their velocity over the frame's age
-        self.turn_model = turn_model or TurnModel()
-        self.strafe_model = strafe_model or MoveModel(STRAFE_THRUST)
-        self.forward_model = forward_model or MoveModel(FORWARD_THRUST)
+        self.turn_model = TurnModel()
+        self.strafe_model = MoveModel(STRAFE_THRUST)
+        self.forward_model = MoveModel(FORWARD_THRUST)
         self.history = CommandHistory(self.turn_model, self.strafe_model, self.forward_model)
         self.reset()
 
@@ -223,10 +213,6 @@ class LagAwareExpertPolicy:
         self._scan_sign = -1.0  # +1 scans left, -1 right
         self._scanned_deg = 0.0
         self._explore_walks = 0
-
-    def clear_history(self) -> None:
-        """Forget the executed commands only: the next frame is taken as showing everything commanded."""
-        self.history.clear()
 
     def command_for(self, frame: Frame) -> tuple[str, int]:
         """The expert's command for `frame` as (button name or NOOP, hold tics 1..8).
@@ -277,9 +263,8 @@ class LagAwareExpertPolicy:
 
     def _is_target(self, label: ObjectLabel) -> bool:
         """On screen and what this scenario is about: monsters to shoot, else health to pick up."""
-        if label.box is None:
-            return False
-        return label.category == "Monster" if self.hunting else label.category in PICKUP_CATEGORIES
+        wanted = label.category == "Monster" if self.hunting else label.category in PICKUP_CATEGORIES
+        return label.box is not None and wanted
 
     def _remember(self, frame: Frame) -> None:
         """Last-seen places and short position tracks; forget places in view that show nothing now."""
@@ -336,7 +321,7 @@ class LagAwareExpertPolicy:
     def _aim(self, frame: Frame, label: ObjectLabel) -> Aim:
         """Where `label` will be when a shot pressed at the clock flies, seen from where the view will be."""
         shot_tic = self.history.clock + SHOT_DELAY_TICS
-        target = self._predicted(label, frame.tic, shot_tic) if self.extrapolate else label
+        target = self._predicted(label, frame.tic, shot_tic)  # moving targets led by their velocity
         seen_bearing = bearing_degrees(frame, target)
         distance = distance_units(frame, target)
         half_width = self._half_width_deg(frame, label, bearing_degrees(frame, label))
@@ -363,10 +348,10 @@ class LagAwareExpertPolicy:
 
     def _half_width_deg(self, frame: Frame, label: ObjectLabel, bearing: float) -> float:
         """Half the angle the target's box spans; a box cut by the screen edge is measured from its other edge."""
-        width = frame.screen.shape[1] if frame.screen is not None else self.screen_width
+        width = frame_width(frame, self.screen_width)
         x, _, w, _ = label.box
-        left = ScriptedAimPolicy._pixels_to_degrees(x - width / 2.0, width)  # degrees, positive = right
-        right = ScriptedAimPolicy._pixels_to_degrees(x + w - width / 2.0, width)
+        left = pixels_to_degrees(x - width / 2.0, width)  # degrees, positive = right
+        right = pixels_to_degrees(x + w - width / 2.0, width)
         whole = (right - left) / 2.0
         cut_left, cut_right = x <= 0, x + w >= width
         if cut_left and cut_right:

@@ -39,17 +39,8 @@ class Block:
 class KVBlockStore:
     """Pages of KV for every layer: k/v tensors of shape [layers, pages*page_size, kv_heads, head_dim]."""
 
-    def __init__(
-        self,
-        *,
-        num_layers: int,
-        num_kv_heads: int,
-        head_dim: int,
-        capacity_tokens: int,
-        page_size: int = 16,
-        dtype: torch.dtype = torch.float32,
-        device: str | torch.device = "cpu",
-    ):
+    def __init__(self, *, num_layers: int, num_kv_heads: int, head_dim: int, capacity_tokens: int, page_size: int = 16,
+                 dtype: torch.dtype = torch.float32, device: str | torch.device = "cpu"):
         if capacity_tokens < page_size:
             raise ValueError(f"capacity_tokens ({capacity_tokens}) must be at least page_size ({page_size})")
         self.page_size = page_size
@@ -63,17 +54,11 @@ class KVBlockStore:
         self.blocks: dict[int, Block] = {}
 
     @classmethod
-    def for_model(cls, config, *, capacity_tokens: int, page_size: int = 16, dtype=None, device="cpu") -> "KVBlockStore":
+    def for_model(cls, config, *, capacity_tokens: int, page_size: int = 16, dtype=None, device="cpu"):
+        """A store sized for a transformers model config (its layers, KV heads and head size)."""
         head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-        return cls(
-            num_layers=config.num_hidden_layers,
-            num_kv_heads=config.num_key_value_heads,
-            head_dim=head_dim,
-            capacity_tokens=capacity_tokens,
-            page_size=page_size,
-            dtype=dtype or torch.float32,
-            device=device,
-        )
+        return cls(num_layers=config.num_hidden_layers, num_kv_heads=config.num_key_value_heads, head_dim=head_dim,
+                   capacity_tokens=capacity_tokens, page_size=page_size, dtype=dtype or torch.float32, device=device)
 
     def create(self, label: str = "") -> Block:
         """A new empty block, held once by the caller."""

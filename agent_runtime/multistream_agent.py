@@ -10,31 +10,28 @@ from dataclasses import dataclass
 
 from agent_runtime.action_executor import Action
 from agent_runtime.action_grammar import ActionGrammar, Command, CommandScorer
-from agent_runtime.block_sections import BlockSections
+from agent_runtime.block_sections import SECTION_NAMES, BlockSections
 from agent_runtime.clocks import measured
 from agent_runtime.config import BudgetConfig
 from agent_runtime.events import EventBus, Kind
 from agent_runtime.generation import Interruption, SessionGeneration
 from agent_runtime.model_runner import ModelRunner
 from agent_runtime.notices import OncePerKind, stderr_line
-from agent_runtime.prompts import (ACTION_PROMPT, COMMENTARY_PROMPT, HEARD_PREFIX, THOUGHT_PROMPT, USER_PREFIX,
-                                   system_prompt)
+from agent_runtime.kv_block_store import Block
+from agent_runtime.prompts import ACTION_PROMPT, COMMENTARY_PROMPT, HEARD_PREFIX, THOUGHT_PROMPT, system_prompt
 from agent_runtime.sampler import Sampler
-from agent_runtime.scheduler import Scheduler
+from agent_runtime.scheduler import schedule
 from agent_runtime.streams.action import ActionStream
 from agent_runtime.streams.commentary import CommentaryStream
 from agent_runtime.streams.frames import FrameStream
-from agent_runtime.streams.stream import StepPlan
-from agent_runtime.streams.text_in import TextInStream, UserTextStream
+from agent_runtime.streams.stream import StepPlan, StreamContext
+from agent_runtime.streams.text_in import MAX_PENDING_USER_TEXTS, MAX_USER_TOKENS, TextInStream, UserTextStream
 from agent_runtime.streams.thinker import ThinkerStream
 from agent_runtime.sync_world import TimedFrame
 from agent_runtime.time_bounds import TimeBounds
-from agent_runtime.user_text_limits import MAX_PENDING_USER_TEXTS, MAX_USER_TEXT_CHARS, MAX_USER_TOKENS
 from agent_runtime.view import View
-from agent_runtime.view_sections import ViewSections
 
-ALL_SECTIONS = [("system", None), ("user", None), ("commentary", None), ("thoughts", None), ("actions", None),
-                ("status", None), ("frames", None)]
+ALL_SECTIONS = [(name, None) for name in SECTION_NAMES]
 ACTION_LOG_KEPT = 8  # past decisions (a block each) the actions section keeps for the Thinker
 
 
@@ -71,14 +68,23 @@ class StepOutcome:
     batch: list[tuple[str, int]]
 
 
+ENGINE_OPTIONS = ("decision_mode", "decision_cadence", "think", "action_log_in_view", "signed_bearings", "frame_line",
+                  "action_frames_in_view", "think_while_deciding", "temperature", "prefill_tokens_per_step",
+                  "commentary_interval_ms", "commentary_max_tokens")
+
+
 def engine_options(engine) -> dict:
-    """MultiStreamAgent keyword arguments from the config's `engine` section."""
-    return dict(decision_mode=engine.decision_mode, decision_cadence=engine.decision_cadence, think=engine.think,
-                action_log_in_view=engine.action_log_in_view, signed_bearings=engine.signed_bearings,
-                frame_line=engine.frame_line,
-                action_frames_in_view=engine.action_frames_in_view, think_while_deciding=engine.think_while_deciding,
-                temperature=engine.temperature, prefill_tokens_per_step=engine.prefill_tokens_per_step,
-                commentary_interval_ms=engine.commentary_interval_ms, commentary_max_tokens=engine.commentary_max_tokens)
+    """MultiStreamAgent keyword arguments from the config's `engine` section (the same names)."""
+    return {name: getattr(engine, name) for name in ENGINE_OPTIONS}
+
+
+def prefill_system(runner: ModelRunner, encode, grammar: ActionGrammar, scenario: str) -> Block:
+    """The system prompt in a block of its own, held once by the caller (the engine and the baselines read it)."""
+    system = runner.store.create("system")
+    view = View(runner.store, own=system)
+    runner.prefill(view, encode(system_prompt(scenario, grammar.describe())))
+    view.close()
+    return system
 
 
 class MultiStreamAgent:
@@ -86,68 +92,55 @@ class MultiStreamAgent:
                  generation: SessionGeneration, *, scenario: str, bus: EventBus | None = None, seed: int = 0,
                  think: bool = True, temperature: float = 0.8, prefill_tokens_per_step: int = 96,
                  action_log_in_view: int | None = 0, signed_bearings: bool = True, frame_line: str = "seen",
-                 user_blocks: int = 2,
-                 action_frames_in_view: int | None = None, think_while_deciding: bool = True,
+                 user_blocks: int = 2, action_frames_in_view: int | None = None, think_while_deciding: bool = True,
                  decision_mode: str = "score", decision_cadence: str = "hold", commentary: bool = False,
-                 on_sentence=None,
-                 commentary_interval_ms: float = 4000.0, commentary_max_tokens: int = 24, on_decision=None,
-                 max_user_tokens: int = MAX_USER_TOKENS, max_pending_user: int = MAX_PENDING_USER_TEXTS,
-                 notify=stderr_line):
+                 on_sentence=None, commentary_interval_ms: float = 4000.0, commentary_max_tokens: int = 24,
+                 on_decision=None, max_user_tokens: int = MAX_USER_TOKENS,
+                 max_pending_user: int = MAX_PENDING_USER_TEXTS, notify=stderr_line):
         """decision_mode: "score" or "decode" (streams/action.py). on_decision(view_tokens, timed_frame, command,
         isolated_spans): called at every decision with the tokens the action view read and its isolated spans (data
-        collection); a Command it returns is acted (and logged) instead of the model's (DAgger's mix of expert and model). max_user_tokens /
-        max_pending_user bound what user text holds of the pool; notify(line): where the once-a-session line
-        about a cut or drop goes (None: events only). on_sentence(text, generation): each finished remark
-        sentence (commentary=True). action_log_in_view: how many of its own past decisions the action stream reads
-        (0: none, so it cannot copy itself; the Thinker reads the last ACTION_LOG_KEPT); None: the whole log, in
-        blocks of 8 decisions (how recordings made before this setting ran). action_frames_in_view: the newest
-        frames the action stream reads (None: all the views hold). think_while_deciding=False: the Thinker sits out
-        a step that decides (not two in a row). frame_line: "aimed" or "seen" (config.EngineConfig)."""
+        collection); a Command it returns is acted (and logged) instead of the model's (DAgger's mix of expert and
+        model). max_user_tokens / max_pending_user bound what user text holds of the pool; notify(line): where the
+        once-a-session line about a cut or drop goes (None: events only). on_sentence(text, generation): each
+        finished remark sentence (commentary=True). action_log_in_view: how many of its own past decisions the action
+        stream reads (0: none, so it cannot copy itself; the Thinker reads the last ACTION_LOG_KEPT); None: the whole
+        log, in blocks of 8 decisions (how recordings made before this setting ran). action_frames_in_view: the
+        newest frames the action stream reads (None: all the views hold). think_while_deciding=False: the Thinker
+        sits out a step that decides (not two in a row). frame_line: "aimed" or "seen" (config.EngineConfig)."""
         whole_log = action_log_in_view is None
         decisions_per_block, kept = (8, 1) if whole_log else (1, max(action_log_in_view, ACTION_LOG_KEPT))
-        self.runner, self.store, self.tok, self.grammar = runner, runner.store, tokenizer, grammar
-        self.generation, self.bus, self.think = generation, bus, think
+        self.runner, self.store, self.tok, self.generation, self.bus = runner, runner.store, tokenizer, generation, bus
+        self.prefill_tokens_per_step = prefill_tokens_per_step
         self.stats = AgentStats()
         self.now_ms = 0.0
-        self.scheduler = Scheduler(prefill_tokens_per_step)
         self.sections = BlockSections(self.store, {
             "system": 1, "actions": kept, "user": user_blocks, "commentary": 2, "status": 1,
             "thoughts": budgets.thinker_paragraphs_in_view, "frames": budgets.frames_in_view})
-        self._prefill_system(scenario)
+        self.sections["system"] = [prefill_system(runner, self._encode, grammar, scenario)]
         sample = Sampler(temperature, seed)
         end_tokens = {t for t in (tokenizer.eos_token_id,) if t is not None}
-        self.frames = FrameStream(self.store, self.sections, self._encode, TimeBounds(max_frame_age_ms=budgets.max_frame_age_ms),
-                                  stats=self.stats, emit=self._emit, listened=lambda: self.bus is not None,
-                                  signed=signed_bearings, aimed=frame_line == "aimed")
-        self.user = UserTextStream(self.store, self.sections, max_tokens=max_user_tokens,
-                                   max_pending=max_pending_user, stats=self.stats, emit=self._emit,
+        ctx = StreamContext(self.store, self.sections, self.stats, self._emit, tokenizer, self._sync_views)
+        self.frames = FrameStream(ctx, TimeBounds(max_frame_age_ms=budgets.max_frame_age_ms),
+                                  listened=lambda: self.bus is not None, signed=signed_bearings,
+                                  aimed=frame_line == "aimed")
+        self.user = UserTextStream(ctx, max_tokens=max_user_tokens, max_pending=max_pending_user,
                                    notice=OncePerKind(notify))
-        self.heard = TextInStream("heard", "commentary", self.store, self.sections)
-        self.action = ActionStream(self.store, self.sections, grammar, CommandScorer(grammar, tokenizer),
-                                   self._encode(ACTION_PROMPT), self.frames, mode=decision_mode,
-                                   decisions_per_block=decisions_per_block, on_change=self._sync_views,
-                                   on_decision=on_decision, stats=self.stats, emit=self._emit,
-                                   cadence=decision_cadence)
-        self.thinker = ThinkerStream(self.store, self.sections, tokenizer, self._encode(THOUGHT_PROMPT),
-                                     paragraph_tokens=budgets.thinker_tokens_per_paragraph, end_tokens=end_tokens,
-                                     sample=sample, on_change=self._sync_views, stats=self.stats, emit=self._emit,
+        self.heard = TextInStream("heard", "commentary", ctx)
+        self.action = ActionStream(ctx, grammar, CommandScorer(grammar, tokenizer), self._encode(ACTION_PROMPT),
+                                   self.frames, mode=decision_mode, decisions_per_block=decisions_per_block,
+                                   on_decision=on_decision, cadence=decision_cadence)
+        self.thinker = ThinkerStream(ctx, self._encode(THOUGHT_PROMPT), sample=sample, end_tokens=end_tokens,
+                                     paragraph_tokens=budgets.thinker_tokens_per_paragraph,
                                      while_deciding=think_while_deciding)
         self.commentary = CommentaryStream(
-            self.store, tokenizer, self._encode(COMMENTARY_PROMPT), sample=sample, stats=self.stats, emit=self._emit,
-            context=lambda: self.action.view.blocks[:] if self.frames.in_view else [], on_sentence=on_sentence,
-            interval_ms=commentary_interval_ms, max_tokens=commentary_max_tokens, end_tokens=end_tokens)
+            ctx, self._encode(COMMENTARY_PROMPT), sample=sample, on_sentence=on_sentence, end_tokens=end_tokens,
+            context=lambda: self.action.view.blocks[:] if self.frames.in_view else [],
+            interval_ms=commentary_interval_ms, max_tokens=commentary_max_tokens)
         self.decoders = [self.action] + ([self.thinker] if think else []) + ([self.commentary] if commentary else [])
-        self.views = [ViewSections(self.action.view, action_sections(action_log_in_view, action_frames_in_view)),
-                      ViewSections(self.thinker.view, ALL_SECTIONS)]
+        self.views = [(self.action.view, action_sections(action_log_in_view, action_frames_in_view)),
+                      (self.thinker.view, ALL_SECTIONS)]
         self._sync_views()
         generation.subscribe("engine", self.on_interruption)
-
-    def _prefill_system(self, scenario: str) -> None:
-        system = self.store.create("system")
-        view = View(self.store, own=system)
-        self.runner.prefill(view, self._encode(system_prompt(scenario, self.grammar.describe())))
-        view.close()
-        self.sections["system"] = [system]
 
     def push_frame(self, timed: TimedFrame) -> None:
         self.frames.push(timed)
@@ -156,8 +149,7 @@ class MultiStreamAgent:
         """A user command: an interruption first (the generation bump), then its text waits for the views; a button
         command acts directly on the newest frame."""
         gen = self.generation.bump("user_command", sim_ms=now_ms, text=text)
-        tokens = self._encode(USER_PREFIX + text[:MAX_USER_TEXT_CHARS])  # never tokenize an endless text whole
-        self.user.push_text(tokens, len(text), now_ms)
+        self.user.push_text(text, now_ms)
         newest = self.frames.newest()
         if command is None or newest is None:
             return None
@@ -185,23 +177,19 @@ class MultiStreamAgent:
 
     def step(self, now_ms: float) -> StepOutcome:
         self.now_ms = now_ms
-        plan = self.scheduler.schedule(now_ms, self.generation.current, frames=self.frames,
-                                       texts=[self.user, self.heard], decoders=self.decoders,
-                                       sync_views=self._sync_views)
+        plan = schedule(now_ms, self.generation.current, self.prefill_tokens_per_step, frames=self.frames,
+                        texts=[self.user, self.heard], decoders=self.decoders, sync_views=self._sync_views)
         if not plan.rows:
             return StepOutcome([], 0.0, 0, 0, [])
         result, seconds = measured(self.runner.forward, [row.input for row in plan.rows])
-        actions = self._postprocess(plan, result.logits)
-        for view in plan.scratch_views():
-            view.close()
-        return self._report(plan, seconds, actions)
-
-    def _postprocess(self, plan: StepPlan, logits: list) -> list[Action]:
-        by_stream: dict = {}
-        for row, row_logits in zip(plan.rows, logits):
+        by_stream: dict = {}  # each stream postprocesses the logits of its rows, in order
+        for row, row_logits in zip(plan.rows, result.logits):
             by_stream.setdefault(row.stream, []).append(row_logits)
         outputs = [stream.postprocess(stream_logits, plan) for stream, stream_logits in by_stream.items()]
-        return [out for out in outputs if out is not None]
+        for row in plan.rows:
+            if row.scratch:
+                row.input.view.close()
+        return self._report(plan, seconds, [out for out in outputs if out is not None])
 
     def _report(self, plan: StepPlan, seconds: float, actions: list[Action]) -> StepOutcome:
         decoding = ("action", "thinker", "commentary")
@@ -218,8 +206,8 @@ class MultiStreamAgent:
 
     def _sync_views(self) -> None:
         """Every view equals its selection of the sections (retain/release inside; a section's holds are ours)."""
-        for view in self.views:
-            view.sync(self.sections)
+        for view, order in self.views:
+            self.sections.sync(view, order)
 
     def _encode(self, text: str) -> list[int]:
         return self.tok.encode(text, add_special_tokens=False)

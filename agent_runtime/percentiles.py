@@ -17,7 +17,5 @@ def percentile(values: Sequence[float], q: float) -> float | None:
 
 def summarize(values: Sequence[float], quantiles: Sequence[float] = (50, 95, 99)) -> dict[str, float | None]:
     """{"p50": ..., "p95": ..., "p99": ..., "min": ..., "max": ...} (one "p<q>" per quantile); all None when empty."""
-    out = {f"p{q:g}": percentile(values, q) for q in quantiles}
-    out["min"] = float(min(values)) if len(values) else None
-    out["max"] = float(max(values)) if len(values) else None
-    return out
+    return {**{f"p{q:g}": percentile(values, q) for q in quantiles}, "min": percentile(values, 0),
+            "max": percentile(values, 100)}

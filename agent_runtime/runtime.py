@@ -8,13 +8,15 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 
+from envs.doom_env import DoomEnv
+
 from agent_runtime.action_grammar import ActionGrammar
 from agent_runtime.adapters import view_mismatch
 from agent_runtime.config import RunConfig
 from agent_runtime.kv_block_store import KVBlockStore
-from agent_runtime.model_loader import LoadedModel
+from agent_runtime.model_loader import LoadedModel, load_for_cpu
 from agent_runtime.model_runner import ModelRunner
-from agent_runtime.time_bounds import AUTO, TimeBounds
+from agent_runtime.time_bounds import AUTO, TimeBounds, fixed_decision_step_ms, measured_decision_step_ms
 
 
 @dataclass
@@ -33,10 +35,8 @@ class Runtime:
 
     def time_bounds(self, fixed_cost=None, *, announce: bool = False) -> TimeBounds:
         """The age bounds every session of this runtime plays under, resolved once per clock: max_action_age_ms
-        auto from a decision step's cost (decision_cost.py), on the fixed-cost clock that clock's price of it.
+        auto from a decision step's cost (time_bounds.py), on the fixed-cost clock that clock's price of it.
         announce: print the bound once, when it is resolved from a measurement."""
-        from agent_runtime.decision_cost import fixed_decision_step_ms, measured_decision_step_ms
-
         key = repr(fixed_cost) if fixed_cost is not None else "measured"
         if key not in self._bounds:
             step_ms = None
@@ -51,12 +51,10 @@ class Runtime:
 
     @classmethod
     def open(cls, config: RunConfig, *, model: str | None = None, loaded: LoadedModel | None = None, env=None,
-             scenario: str | None = None, clock: str = "sync", env_seed: int | None = None, threads: int | None = None, adapter: str | None = None,
-             seed: int = 0, window: bool = False, device: str = "cpu", announce: bool = True,
-             warn: bool = True) -> "Runtime":
+             scenario: str | None = None, clock: str = "sync", env_seed: int | None = None, threads: int | None = None,
+             adapter: str | None = None, seed: int = 0, window: bool = False, device: str = "cpu",
+             announce: bool = True, warn: bool = True) -> "Runtime":
         """model/adapter/threads default to the config's; env: play on this DoomEnv instead of opening one."""
-        from agent_runtime.model_loader import load_for_cpu
-
         if loaded is None:
             loaded = load_for_cpu(model or config.model.path, dtype=config.model.dtype,
                                   threads=threads or config.model.threads, seed=seed, announce=announce, warn=warn,
@@ -64,8 +62,6 @@ class Runtime:
                                   scenario=scenario or config.scenario)
         owned = None
         if env is None:
-            from envs.doom_env import DoomEnv
-
             env = owned = DoomEnv(scenario or config.scenario, resolution=config.resolution, clock=clock,
                                   seed=config.seed if env_seed is None else env_seed, window=window)
         try:

@@ -13,22 +13,19 @@ from agent_runtime.streams.text_in import TextInStream
 MIN_PREFILL_CHUNK = 8  # a long text advances at least this much per step, even with the budget spent
 
 
-class Scheduler:
-    def __init__(self, prefill_tokens_per_step: int):
-        self.prefill_tokens_per_step = prefill_tokens_per_step
-
-    def schedule(self, now_ms: float, generation: int, *, frames: Stream, texts: list[TextInStream],
-                 decoders: list[Stream], sync_views) -> StepPlan:
-        plan = StepPlan(now_ms, generation, budget=self.prefill_tokens_per_step)
-        for stream in (frames, *texts, *decoders):
-            stream.expire(now_ms, generation)
-        sync_views()
-        frames.schedule(plan)
-        for stream in texts:
-            while stream.waiting and plan.budget > 0:
-                if not stream.schedule_chunk(plan, max(plan.budget, MIN_PREFILL_CHUNK)):
-                    break  # continued next step
-        sync_views()
-        for stream in decoders:
-            stream.schedule(plan)
-        return plan
+def schedule(now_ms: float, generation: int, prefill_tokens_per_step: int, *, frames: Stream,
+             texts: list[TextInStream], decoders: list[Stream], sync_views) -> StepPlan:
+    """This step's plan: every stream expires its stale work, then the rows in the order above."""
+    plan = StepPlan(now_ms, generation, budget=prefill_tokens_per_step)
+    for stream in (frames, *texts, *decoders):
+        stream.expire(now_ms, generation)
+    sync_views()
+    frames.schedule(plan)
+    for stream in texts:
+        while stream.queue and plan.budget > 0:
+            if not stream.schedule_chunk(plan, max(plan.budget, MIN_PREFILL_CHUNK)):
+                break  # continued next step
+    sync_views()
+    for stream in decoders:
+        stream.schedule(plan)
+    return plan

@@ -9,7 +9,6 @@ adapter plays them as it learned to: only the schedule differs.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 from envs.doom_env import DoomEnv
 
@@ -19,8 +18,8 @@ from agent_runtime.clocks import MS_PER_TIC, FixedCost, SessionClock, measured
 from agent_runtime.events import EventBus
 from agent_runtime.generation import SessionGeneration
 from agent_runtime.model_runner import StreamInput
-from agent_runtime.multistream_agent import StepOutcome
-from agent_runtime.prompts import ACTION_PROMPT, THOUGHT_PROMPT, system_prompt
+from agent_runtime.multistream_agent import AgentStats, StepOutcome, prefill_system
+from agent_runtime.prompts import ACTION_PROMPT, THOUGHT_PROMPT
 from agent_runtime.sampler import Sampler
 from agent_runtime.session_loop import SessionLoop
 from agent_runtime.session_result import session_result
@@ -28,13 +27,6 @@ from agent_runtime.streams.frames import frame_line, status_line
 from agent_runtime.sync_world import SyncWorld, TimedFrame
 from agent_runtime.time_bounds import TimeBounds
 from agent_runtime.view import View
-
-
-@dataclass
-class SequentialStats:
-    steps: int = 0  # forwards
-    thinker_tokens: int = 0
-    decisions: int = 0
 
 
 class SequentialAgent:
@@ -49,12 +41,9 @@ class SequentialAgent:
         self.generation, self.think_tokens, self.source = generation, think_tokens, source
         self.sample = Sampler(temperature, seed)
         self.scorer = CommandScorer(runtime.grammar, self.tok)
-        self.system = self.store.create("system")
-        v = View(self.store, own=self.system)
-        self.runner.prefill(v, self._enc(system_prompt(scenario, runtime.grammar.describe())))
-        v.close()
+        self.system = prefill_system(self.runner, self._enc, runtime.grammar, scenario)
         self.action_prompt, self.thought_prompt = self._enc(ACTION_PROMPT), self._enc(THOUGHT_PROMPT)
-        self.stats = SequentialStats()
+        self.stats = AgentStats()  # steps (forwards), thinker_tokens and decisions count here
         self.bus = None
         self.latest: TimedFrame | None = None
         self.cycle = None  # (view, frame, thought tokens left, logits of the last forward)
@@ -90,11 +79,9 @@ class SequentialAgent:
         prefills = []
         for name, text in (("status", status_line(timed.frame)),
                            ("frame", frame_line(timed, self.signed_bearings, self.aimed))):
-            block = self.store.create(name)
-            prefills.append(StreamInput(View(self.store, own=block, name=name), self._enc(text), logits="none"))
-            self.store.release(block)  # held by its prefill view, then by the cycle's view alone
-        view = View(self.store, [self.system] + [x.view.own for x in prefills], name="sequential")
-        view.start_own("cycle")
+            view = View(self.store, name=name, own_label=name)  # held by this view, then by the cycle's view alone
+            prefills.append(StreamInput(view, self._enc(text), logits="none"))
+        view = View(self.store, [self.system] + [x.view.own for x in prefills], name="sequential", own_label="cycle")
         if not self.think_tokens:  # no-think: the decision in this forward, like a multi-stream decision
             return self._decide(view, timed, self.action_prompt, None, prefills)
         (logits,), seconds = self._forward([StreamInput(view, self.thought_prompt)], prefills)

@@ -46,39 +46,42 @@ class SessionLoop:
             next_episode=None) -> SessionTotals:
         """next_episode(index, start) -> the first frame of episode `index` of a timed session, started by calling
         start(record_path) (it may switch recordings around that); without it the session ends with its episode."""
-        with signals.stoppable():  # inside, a signal only sets the flag checked between two steps
-            return self._run(record_path, seed, max_tics, seconds, next_episode)
-
-    def _run(self, record_path, seed, max_tics, seconds, next_episode) -> SessionTotals:
         t = self.totals
-        first = self.world.start(record_path, seed)
-        t.start_tic = first.frame.tic
-        self.agent.push_frame(first)
-        next_report = PROGRESS_EVERY_MS
-        while True:
-            signals.check()  # SIGINT/SIGTERM: stop between two steps
-            if self.world.finished:
-                if next_episode is None or seconds is None:
+        with signals.stoppable():  # inside, a signal only sets the flag checked between two steps
+            first = self.world.start(record_path, seed)
+            t.start_tic = first.frame.tic
+            self.agent.push_frame(first)
+            next_report = PROGRESS_EVERY_MS
+            while True:
+                signals.check()  # SIGINT/SIGTERM: stop between two steps
+                if self.world.finished:
+                    if next_episode is None or seconds is None:
+                        break
+                    first = next_episode(t.episodes, self.world.start)  # a timed live session keeps playing
+                    self.agent.new_episode()
+                    self.agent.push_frame(first)
+                    t.episodes += 1
+                now = self.world.clock.now_ms
+                if (max_tics is not None and self.world.tic - t.start_tic >= max_tics) or (
+                        seconds is not None and now >= seconds * 1000.0):
                     break
-                self._next_episode(next_episode)
-            now = self.world.clock.now_ms
-            if (max_tics is not None and self.world.tic - t.start_tic >= max_tics) or (
-                    seconds is not None and now >= seconds * 1000.0):
-                break
-            try:
-                self._step(now)
-            except RecordedCostsEnded:
-                break  # a replayed run ended here
-            if self.progress is not None and self.world.clock.now_ms >= next_report:
-                next_report += PROGRESS_EVERY_MS
-                self.progress(self.report())
-        t.end_tic = self.world.tic
+                try:
+                    self._step(now)
+                except RecordedCostsEnded:
+                    break  # a replayed run ended here
+                if self.progress is not None and self.world.clock.now_ms >= next_report:
+                    next_report += PROGRESS_EVERY_MS
+                    self.progress(self.report())
+            t.end_tic = self.world.tic
         return t
 
     def _step(self, now: float) -> None:
         t = self.totals
         if self.inputs is not None:
-            self._take_inputs(now)
+            for text in self.inputs.take_heard():
+                self.agent.commit_heard(text)
+            for item in self.inputs.take(t.steps):
+                self.submit(item, now)
         outcome = self.agent.step(now)
         cost = self.world.pass_step(outcome)
         if cost is not None and self.bus is not None:
@@ -92,12 +95,6 @@ class SessionLoop:
         if self.store is not None:
             t.pool_peak_pages = max(t.pool_peak_pages, self.store.used_pages)
 
-    def _take_inputs(self, now: float) -> None:
-        for text in self.inputs.take_heard():
-            self.agent.commit_heard(text)
-        for item in self.inputs.take(self.totals.steps):
-            self.submit(item, now)
-
     def submit(self, item: UserInput, now: float) -> None:
         """One user input: recorded (in the generation it arrived in), then it interrupts; a command acts at once."""
         if self.bus is not None:
@@ -108,13 +105,6 @@ class SessionLoop:
         if direct is not None:
             self.executor.execute(direct, now)
             self.totals.user_actions += 1
-
-    def _next_episode(self, next_episode) -> None:
-        """A timed live session keeps playing: the next episode starts at once."""
-        first = next_episode(self.totals.episodes, self.world.start)
-        self.agent.new_episode()
-        self.agent.push_frame(first)
-        self.totals.episodes += 1
 
     def report(self) -> dict:
         env = self.world.env

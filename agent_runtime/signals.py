@@ -12,7 +12,7 @@ import os
 import signal
 import sys
 import threading
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 REASONS = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated"}
@@ -85,15 +85,11 @@ def exit_process(code: int, last_line: str | None = None) -> None:
     """Flush stdout/stderr (a closed pipe is no error here), write `last_line` to stderr and end the process
     at once with `code`: no cleanup, no interpreter teardown."""
     for stream in (sys.stdout, sys.stderr):
-        try:
+        with suppress(Exception):
             stream.flush()
-        except Exception:
-            pass
-    try:
-        if last_line:
+    if last_line:
+        with suppress(OSError):
             os.write(2, f"{last_line}\n".encode())
-    except OSError:
-        pass
     os._exit(code)
 
 

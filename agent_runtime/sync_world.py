@@ -25,16 +25,11 @@ class TimedFrame:
     turn_in_flight: float = 0.0  # degrees (positive = left) the view still turns after this frame (turning.py)
 
 
-class SyncWorld:
-    def __init__(self, env: DoomEnv, clock: SessionClock, bounds: TimeBounds = TimeBounds()):
-        self.env = env
-        self.clock = clock
-        self.frame_window_tics = bounds.frame_window_tics
-        self._held: dict = {}
-        self._held_tics = 0
-        self._frames: list[TimedFrame] = []
-        self.turns = TurnInFlight()
-        self.reward = 0.0
+class EnvWorld:
+    """What every world the session loop drives shares: a DoomEnv, a session clock, the turn in flight."""
+
+    def __init__(self, env: DoomEnv, clock):
+        self.env, self.clock, self.turns = env, clock, TurnInFlight()
 
     @property
     def tic(self) -> int:
@@ -43,6 +38,16 @@ class SyncWorld:
     @property
     def finished(self) -> bool:
         return self.env.episode_finished
+
+
+class SyncWorld(EnvWorld):
+    def __init__(self, env: DoomEnv, clock: SessionClock, bounds: TimeBounds = TimeBounds()):
+        super().__init__(env, clock)
+        self.frame_window_tics = bounds.frame_window_tics
+        self._held: dict = {}
+        self._held_tics = 0
+        self._frames: list[TimedFrame] = []
+        self.reward = 0.0
 
     def start(self, record_path=None, seed=None) -> TimedFrame:
         """A new episode; its first frame."""

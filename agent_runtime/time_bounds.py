@@ -4,24 +4,68 @@ when the action would run (older ones are fenced by the ActionExecutor).
 `budgets.max_action_age_ms: auto` (the default) is ACTION_AGE_FLOOR_MS, or two decision steps where this machine's
 decision step takes longer than half of that: a decision is never younger than its own step, and its frame may
 have waited out the step under way, so a smaller bound fences actions that were as fresh as the machine can make
-them (on a slow CPU, nearly all of them: the agent would stand still).
+them (on a slow CPU, nearly all of them: the agent would stand still). A decision step is the forward that
+prefills the newest frame line and scores the commands: measured on the runtime's own model and runner, on
+scratch blocks freed afterwards; on the fixed-cost clock, that clock's price of the same rows (the same on every
+machine).
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass
 
-from agent_runtime.clocks import MS_PER_TIC
+from agent_runtime.clocks import MS_PER_TIC, FixedCost, measured
+from agent_runtime.model_runner import ModelRunner, StreamInput
+from agent_runtime.view import View
 
 AUTO = "auto"
 ACTION_AGE_FLOOR_MS = 250.0
 DECISION_STEPS_OF_AGE = 2.0
+CONTEXT_TOKENS = 64  # what the views read before the frame (attention is a small share of a step)
+FRAME_TOKENS = 32  # a frame line with its status: what a decision prefills ahead of its prompt
+PROMPT_TOKENS = 3  # "\nAct:" and the previous command's tail
+REPEATS = 3
 
 
 def auto_action_age_ms(decision_step_ms: float) -> float:
     """The bound `auto` gives for a decision step of this cost (whole 10 ms above the floor)."""
     return max(ACTION_AGE_FLOOR_MS, 10.0 * math.ceil(DECISION_STEPS_OF_AGE * decision_step_ms / 10.0))
+
+
+def fixed_decision_step_ms(cost: FixedCost, branches: int) -> float:
+    """The fixed-cost clock's price of a decision step: the frame and the prompt prefilled, one row per branch."""
+    return cost.step_ms(decode_rows=branches, prefill_tokens=FRAME_TOKENS + PROMPT_TOKENS)
+
+
+def measured_decision_step_ms(runner: ModelRunner, branches: int, *, repeats: int = REPEATS) -> float:
+    """Median wall time of a decision-shaped forward (after one warm-up) on scratch blocks of the runner's store."""
+    vocab = runner.model.config.vocab_size
+    tokens = [(7 + 31 * i) % vocab for i in range(CONTEXT_TOKENS + FRAME_TOKENS + PROMPT_TOKENS)]
+    prefill = View(runner.store, name="decision-cost", own_label="decision-cost-context")  # closing it frees it
+    try:
+        runner.prefill(prefill, tokens[:CONTEXT_TOKENS])
+        times = [_one_decision(runner, prefill.own, tokens, branches) for _ in range(repeats + 1)]
+    finally:
+        prefill.close()
+    return statistics.median(times[1:]) * 1000.0
+
+
+def _one_decision(runner: ModelRunner, context, tokens: list[int], branches: int) -> float:
+    store = runner.store
+    frame = View(store, [context], name="frame", own_label="decision-cost-frame")
+    action = View(store, [context, frame.own], name="action", own_label="decision-cost-action")
+    views = [frame, action] + [View(store, [context, frame.own, action.own], name=f"branch{i}",
+                                    own_label="decision-cost-branch") for i in range(branches)]
+    inputs = [StreamInput(frame, tokens[CONTEXT_TOKENS:CONTEXT_TOKENS + FRAME_TOKENS], logits="none"),
+              StreamInput(action, tokens[-PROMPT_TOKENS:], logits="last")]
+    inputs += [StreamInput(branch, [tokens[i]], logits="last") for i, branch in enumerate(views[2:])]
+    try:
+        return measured(runner.forward, inputs)[1]
+    finally:
+        for view in reversed(views):
+            view.close()
 
 
 @dataclass(frozen=True)

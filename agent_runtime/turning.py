@@ -39,9 +39,6 @@ class TurnModel:
                    key=lambda n: (abs(abs(degrees) - self.degrees(n, held_before)), n))
 
 
-
-
-
 class TurnInFlight:
     """record(buttons, tics, start_tic) for every hold the world is given; degrees_after(tic) for a frame."""
 

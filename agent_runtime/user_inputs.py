@@ -43,18 +43,11 @@ def _spoken(text: str, default_tics: int) -> tuple[str | None, int]:
 
 
 class ScriptedInputs:
-    """{engine step: text, (text, command) or UserInput}: what a headless run types, at fixed engine steps."""
+    """{engine step: text or (text, command)}: what a headless run types, at fixed engine steps."""
 
     def __init__(self, script: dict, grammar: ActionGrammar):
-        self.script = {step: self._input(item, grammar) for step, item in script.items()}
-
-    @staticmethod
-    def _input(item, grammar: ActionGrammar) -> UserInput:
-        if isinstance(item, UserInput):
-            return item
-        if isinstance(item, tuple):
-            return UserInput(*item)
-        return UserInput(item, user_command(item, grammar))
+        self.script = {step: UserInput(*item) if isinstance(item, tuple) else
+                       UserInput(item, user_command(item, grammar)) for step, item in script.items()}
 
     def take(self, step: int) -> list[UserInput]:
         return [self.script[step]] if step in self.script else []

@@ -10,15 +10,17 @@ from agent_runtime.kv_block_store import Block, KVBlockStore
 
 
 class View:
-    def __init__(self, store: KVBlockStore, blocks: list[Block] = (), own: Block | None = None, name: str = ""):
+    def __init__(self, store: KVBlockStore, blocks: list[Block] = (), own: Block | None = None, name: str = "",
+                 own_label: str | None = None):
+        """own: the block it writes to (retained); own_label: start a fresh own block instead (start_own)."""
         self.store = store
         self.name = name
         self.blocks: list[Block] = []
-        self.own: Block | None = None
+        self.own: Block | None = store.retain(own) if own is not None else None
         for b in blocks:
             self.append(b)
-        if own is not None:
-            self.set_own(own)
+        if own_label is not None:
+            self.start_own(own_label)
 
     def append(self, block: Block) -> None:
         """Add a block to read, after the others (before the own block)."""
@@ -33,22 +35,20 @@ class View:
     def set_own(self, block: Block) -> None:
         """The block this view's stream writes to; it comes last in the view."""
         self.store.retain(block)  # before releasing the old one: set_own(view.own) must not free it
-        self._replace_own(block)
-
-    def start_own(self, label: str = "") -> Block:
-        """Begin a fresh own block (the view is its only holder); the previous own block is released."""
-        block = self.store.create(label)
-        self._replace_own(block)
-        return block
-
-    def _replace_own(self, block: Block) -> None:
         if self.own is not None:
             self.store.release(self.own)
         self.own = block
 
-    def detach_own(self) -> Block:
-        """Hand the own block, and this view's hold on it, to the caller (e.g. a finished paragraph)."""
+    def start_own(self, label: str = "") -> Block:
+        """Begin a fresh own block (the view is its only holder); the previous own block is released."""
+        self.set_own(self.store.create(label))
+        self.store.release(self.own)  # the creation hold
+        return self.own
+
+    def roll_own(self, label: str) -> Block:
+        """Hand the own block, with this view's hold, to the caller (a finished paragraph); start a fresh one."""
         block, self.own = self.own, None
+        self.start_own(label)
         return block
 
     def ordered(self) -> list[Block]:

@@ -48,7 +48,7 @@ def row(y, boxes, labels, color):
 # ONE FRAME
 fy = 8.2
 ax.text(0.2, 9.95, "ONE FRAME", fontsize=13, weight="bold", color="#1d4ed8")
-row(fy, [("ViZDoom", "envs/doom_env.py"), ("world", "sync_world.py\nrealtime_world.py"),
+row(fy, [("ViZDoom", "envs/doom_env.py"), ("world", "sync_world.py\nlive_session.py"),
          ("FrameStream block", "streams/frames.py"), ("scheduler", "scheduler.py"),
          ("batched forward", "model_runner.py\nattention_kernels/"), ("ActionStream", "streams/action.py"),
          ("executor: fence", "action_executor.py")],

@@ -17,7 +17,7 @@ def write(tmp_path, text):
     ("clock: warp\n", "bad value for 'clock': must be one of 'sync' or 'realtime'"),
     ("budgets:\n  max_frame_age_ms: 0\n", "bad value for 'budgets.max_frame_age_ms'"),
     ("budgets:\n  frames_in_vew: 3\n", "bad value for 'budgets.frames_in_vew': unknown key"),
-    ("resolution: 1x1\n", "bad value for 'resolution': must be one of 160x120"),
+    ("resolution: 1x1\n", "bad value for 'resolution': must be one of '160x120'"),
     ("- just\n- a list\n", "expected a mapping of keys"),
     ("scenario: [unclosed\n", "not valid YAML"),
 ])

@@ -150,7 +150,7 @@ def test_turns_still_in_flight_are_subtracted_from_a_stale_frame():
     assert policy.command_for(stale) == ("ATTACK", FIRE_HOLD_TICS)  # 9° - 8.79° in flight: on target
     policy.observe_executed("TURN_LEFT", 3)  # overshoot in flight: now it must turn back
     assert policy.command_for(stale)[0] == "TURN_RIGHT"
-    policy.clear_history()
+    policy.history.clear()
     assert policy.command_for(stale) == ("TURN_LEFT", 5)
 
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from agent_runtime.voice import realtime_pump
-from agent_runtime.voice.realtime_pump import RealTimePump
+from agent_runtime.voice.realtime_pump import run_paced
 
 
 class FakeTime:
@@ -31,16 +33,15 @@ def clock(monkeypatch):
 
 def _run(clock, work_s: dict[int, float], n: int, **kw) -> list[tuple[float, float]]:
     """(time, late_s) of the first n ticks; tick i works for work_s.get(i, 0) seconds."""
-    calls = []
+    calls, stop = [], threading.Event()
 
     def tick(late_s):
         calls.append((round(clock.now - 100.0, 9), round(late_s, 9)))
         clock.now += work_s.get(len(calls) - 1, 0.0)
         if len(calls) == n:
-            pump.stop()
+            stop.set()
 
-    pump = RealTimePump(tick, 0.5, **kw)
-    pump.run()
+    run_paced(tick, 0.5, stop, **kw)
     return calls
 
 
@@ -56,11 +57,9 @@ def test_first_slot_delays_the_first_tick_and_stop_ends_before_the_next(clock):
     assert clock.now == 100.0 + 1.0  # stopped inside the last tick: no sleep towards another slot
 
 
-def test_a_shared_stop_event_and_a_bad_period():
-    import threading
-
+def test_a_set_stop_event_and_a_bad_period():
     stop = threading.Event()
     stop.set()
-    RealTimePump(lambda late: pytest.fail("ticked after stop"), 0.01, stop_event=stop).run()
+    run_paced(lambda late: pytest.fail("ticked after stop"), 0.01, stop)
     with pytest.raises(ValueError, match="period_s"):
-        RealTimePump(lambda late: None, 0.0)
+        run_paced(lambda late: None, 0.0, threading.Event())

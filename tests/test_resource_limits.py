@@ -21,7 +21,7 @@ from agent_runtime.llm_episode import run_llm_episode
 from agent_runtime.recording.episode_recorder import EpisodeRecording
 from agent_runtime.recording.manifest import Manifest
 from agent_runtime.recording.recording import Recording
-from agent_runtime.user_text_limits import MAX_PENDING_TYPED_LINES, MAX_USER_TEXT_CHARS, MAX_USER_TOKENS
+from agent_runtime.streams.text_in import MAX_PENDING_TYPED_LINES, MAX_USER_TEXT_CHARS, MAX_USER_TOKENS
 from agent_runtime.voice.recognizer import Hypothesis, ListeningPipeline, UtteranceCut
 from agent_runtime.voice.vad import SpeechStopped
 from agent_runtime.voice.voice_io import MAX_QUEUED_MIC_BLOCKS, VoiceIO

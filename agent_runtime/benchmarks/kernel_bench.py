@@ -40,8 +40,7 @@ def kernel_vs_sdpa(*, views: int = 8, keys: int = 2048, chunks: int = 8, q_heads
     gen = torch.Generator().manual_seed(0)
     per = keys // chunks
     n_slots = views * keys * 2
-    k_cache = torch.randn(n_slots, kv_heads, head_dim, generator=gen).to(device, dtype)
-    v_cache = torch.randn(n_slots, kv_heads, head_dim, generator=gen).to(device, dtype)
+    k_cache, v_cache = [torch.randn(n_slots, kv_heads, head_dim, generator=gen).to(device, dtype) for _ in range(2)]
     perm = torch.randperm(n_slots // per, generator=gen)[: views * chunks] * per  # scattered chunk starts
     view_chunks, queries = [], []
     for v in range(views):
@@ -51,11 +50,10 @@ def kernel_vs_sdpa(*, views: int = 8, keys: int = 2048, chunks: int = 8, q_heads
         queries.append((v, keys - 1, 0))
     layout = ViewLayout.build(view_chunks, queries, device=device)
     q = torch.randn(views, q_heads, head_dim, generator=gen).to(device, dtype)
-    inv_freq = 1.0 / (10000 ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim))
-    inv_freq = inv_freq.to(device)
+    inv_freq = (1.0 / (10000 ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim))).to(device)
     idx = torch.cat([torch.arange(s, s + per) for chunks_ in view_chunks for s, _, _, _ in chunks_]).to(device)
-    k_contig = k_cache[idx].view(views, keys, kv_heads, head_dim).transpose(1, 2).contiguous()
-    v_contig = v_cache[idx].view(views, keys, kv_heads, head_dim).transpose(1, 2).contiguous()
+    k_contig, v_contig = [c[idx].view(views, keys, kv_heads, head_dim).transpose(1, 2).contiguous()
+                          for c in (k_cache, v_cache)]
     q4 = q.view(views, q_heads, 1, head_dim)
     scale = head_dim ** -0.5
 

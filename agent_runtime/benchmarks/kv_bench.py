@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import random
 
 import torch
 
-from agent_runtime.benchmarks.measure import Timing, progress, pyplot, save_figure
+from agent_runtime.benchmarks.measure import Timing, progress, save_figure, subplots
 from agent_runtime.clocks import measured
 from agent_runtime.kv_block_store import KVBlockStore
 from agent_runtime.model_loader import LoadedModel
@@ -25,6 +26,18 @@ from agent_runtime.view import View
 
 def _tokens(rng: random.Random, n: int) -> list[int]:
     return [rng.randrange(100, 40000) for _ in range(n)]
+
+
+def _interleaved(steps: dict, rounds: int, warmup: int = 1) -> dict:
+    """Each step's Timing; the steps take turns round by round, so machine drift hits them all alike."""
+    for _ in range(warmup):
+        for step in steps.values():
+            step()
+    samples = {k: [] for k in steps}
+    for _ in range(rounds):
+        for k, step in steps.items():
+            samples[k].append(measured(step)[1])
+    return {k: Timing(v) for k, v in samples.items()}
 
 
 class KVBench:
@@ -78,16 +91,10 @@ class KVBench:
             with torch.inference_mode(), self._kernels(1):
                 self.plain(input_ids=torch.tensor([[7]], device=self.device), cache=cache, use_cache=True)
 
-        samples = {"view8": [], "view1": [], "plain": []}
-        for _ in range(3):  # warm-up
-            plain_step(); self.runner.forward([StreamInput(view8, [7])]); self.runner.forward([StreamInput(view1, [7])])
-        for r in range(self.repeats):  # interleaved so drift hits all three alike
-            samples["plain"].append(measured(plain_step)[1])
-            samples["view8"].append(measured(lambda: self.runner.forward([StreamInput(view8, [7])]))[1])
-            samples["view1"].append(measured(lambda: self.runner.forward([StreamInput(view1, [7])]))[1])
-        progress(f"(a) decode at {per * self.blocks} tokens: view of {self.blocks} blocks {Timing(samples['view8']).ms()}, "
-                 f"contiguous (transformers cache) {Timing(samples['plain']).ms()}")
-        t = {k: Timing(v) for k, v in samples.items()}
+        t = _interleaved({"plain": plain_step, "view8": lambda: self.runner.forward([StreamInput(view8, [7])]),
+                          "view1": lambda: self.runner.forward([StreamInput(view1, [7])])}, self.repeats, warmup=3)
+        progress(f"(a) decode at {per * self.blocks} tokens: view of {self.blocks} blocks {t['view8'].ms()}, "
+                 f"contiguous (transformers cache) {t['plain'].ms()}")
         view8.close(); view1.close()
         for b in blocks + [one]:
             self.store.release(b)
@@ -125,26 +132,22 @@ class KVBench:
     def streams(self, counts=(1, 2, 4, 8), rounds: int = 20) -> dict:
         """Rounds interleave the stream counts, so machine drift hits every count alike."""
         prompt = self._block("prompt", _tokens(self.rng, 256))
-        views = {}
-        for n in counts:
-            views[n] = [View(self.store, [prompt]) for _ in range(n)]
-            for v in views[n]:
+        views = {n: [View(self.store, [prompt]) for _ in range(n)] for n in counts}
+        for n, vs in views.items():
+            for v in vs:
                 v.start_own(f"s{n}")
-            self.runner.forward([StreamInput(v, [7]) for v in views[n]])  # warm-up
-        samples = {n: [] for n in counts}
-        for _ in range(rounds):
-            for n in counts:
-                samples[n].append(measured(lambda: self.runner.forward([StreamInput(v, [7]) for v in views[n]]))[1])
-        rates = {n: n / Timing(samples[n]).median for n in counts}
+        t = _interleaved({n: lambda vs=vs: self.runner.forward([StreamInput(v, [7]) for v in vs])
+                          for n, vs in views.items()}, rounds)
+        rates = {n: n / t[n].median for n in counts}
         for n in counts:
-            progress(f"(c) {n} streams: {rates[n]:.1f} tokens/s (step {Timing(samples[n]).ms()})")
+            progress(f"(c) {n} streams: {rates[n]:.1f} tokens/s (step {t[n].ms()})")
             for v in views[n]:
                 v.close()
         self.store.release(prompt)
         out = {f"tokens_per_s_{n}": r for n, r in rates.items()}
         out.update({f"streams{n}_vs_1": rates[n] / rates[1] for n in counts if n != 1})
         out.update(self.linears(rounds=rounds))
-        step1 = Timing(samples[1]).median * 1e3
+        step1 = t[1].median * 1e3
         out["streams4_bound"] = 4 * step1 / (step1 + out["linears_ms_4"] - out["linears_ms_1"])
         return out
 
@@ -159,22 +162,14 @@ class KVBench:
                 for m in modules:
                     m(inputs[m.in_features])
 
-        samples = {1: [], 4: []}
-        for rows in samples:
-            step(rows)  # warm-up
-        for _ in range(rounds):
-            for rows in samples:
-                samples[rows].append(measured(lambda: step(rows))[1])
-        one, four = Timing(samples[1]), Timing(samples[4])
+        t = _interleaved({rows: functools.partial(step, rows) for rows in (1, 4)}, rounds)
+        one, four = t[1], t[4]
         progress(f"(c) bound: the {len(modules)} linear layers alone, 1 row {one.ms()} vs 4 rows {four.ms()}")
         return {"linears_ms_1": one.median * 1e3, "linears_ms_4": four.median * 1e3,
                 "linears4_vs_1": four.median / one.median}
 
     def run(self) -> dict:
-        result = {}
-        result.update(self.view_vs_contiguous())
-        result.update(self.drop_vs_recompute())
-        result.update(self.streams())
+        result = {**self.view_vs_contiguous(), **self.drop_vs_recompute(), **self.streams()}
         result["pool_blocks_left"] = len(self.store.blocks)
         if self.device == "cuda":
             from agent_runtime.benchmarks.kernel_bench import kernel_vs_sdpa
@@ -188,10 +183,9 @@ class KVBench:
 
 def plot_streams(result: dict, path, title: str) -> None:
     """Aggregate decode tokens/s against streams, beside perfect scaling and the linear-layer bound at 4."""
-    plt = pyplot()
     counts = sorted(int(k.rsplit("_", 1)[1]) for k in result if k.startswith("tokens_per_s_"))
     rates = [result[f"tokens_per_s_{n}"] for n in counts]
-    fig, ax = plt.subplots(figsize=(6, 4), dpi=120)
+    fig, ax = subplots(figsize=(6, 4), dpi=120)
     ax.plot(counts, [rates[0] * n for n in counts], ls=":", color="grey", label="perfect scaling (n x 1 stream)")
     ax.plot(counts, rates, marker="o", label="measured: n streams in one forward")
     for n, r in zip(counts, rates):

@@ -20,13 +20,8 @@ class Timing:
     def median(self) -> float:
         return statistics.median(self.samples)
 
-    @property
-    def spread(self) -> tuple[float, float]:
-        return min(self.samples), max(self.samples)
-
     def ms(self) -> str:
-        lo, hi = self.spread
-        return f"{self.median * 1e3:.2f} ms [{lo * 1e3:.2f}..{hi * 1e3:.2f}]"
+        return f"{self.median * 1e3:.2f} ms [{min(self.samples) * 1e3:.2f}..{max(self.samples) * 1e3:.2f}]"
 
 
 def machine_info(model_id: str, threads: int, clock: str, device: str = "cpu", cpu=None) -> dict:
@@ -35,10 +30,9 @@ def machine_info(model_id: str, threads: int, clock: str, device: str = "cpu", c
 
     from agent_runtime.cpu_path import allowed_cores
 
-    cores = allowed_cores()
     return {
         "cpu": (cpu.features.model_name if cpu is not None else "") or platform.processor() or platform.machine(),
-        "cores": cores,
+        "cores": allowed_cores(),
         "threads": threads,
         "torch": torch.__version__,
         "python": platform.python_version(),
@@ -64,18 +58,18 @@ def shown(value, unit: str = "", spec: str = ".0f") -> str:
 
 def stats(name: str, values, which=("p50", "p95", "max")) -> dict:
     """The result keys `name`_p50, `name`_p95, ... (None without values): the quantiles and extremes asked for."""
-    summary = summarize(values, (50, 95))
+    summary = summarize(values, [float(w[1:]) for w in which if w.startswith("p")])
     return {f"{name}_{w}": summary[w] for w in which}
 
 
-def pyplot():
-    """matplotlib's pyplot on the file-only Agg backend: the benchmarks run headless."""
+def subplots(*args, **kwargs):
+    """pyplot.subplots on the file-only Agg backend: the benchmarks run headless."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    return plt
+    return plt.subplots(*args, **kwargs)
 
 
 def save_figure(fig, path, **savefig) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import psutil
 
-from agent_runtime.benchmarks.measure import progress, pyplot, save_figure
+from agent_runtime.benchmarks.measure import progress, save_figure, subplots
 from agent_runtime.llm_episode import run_llm_episode
 
 
@@ -47,9 +47,8 @@ def run_memory_soak(env, runtime, *, frames: int, fixed_cost=None) -> dict:
 
 
 def plot_memory(samples, path: Path, title: str) -> None:
-    plt = pyplot()
     frames = [s[0] for s in samples]
-    fig, ax1 = plt.subplots(figsize=(7, 3.6), dpi=120)
+    fig, ax1 = subplots(figsize=(7, 3.6), dpi=120)
     ax1.plot(frames, [s[1] for s in samples], color="tab:blue", lw=1, label="KV pages in use")
     ax1.set_xlabel("frames prefilled")
     ax1.set_ylabel("KV pages in use", color="tab:blue")

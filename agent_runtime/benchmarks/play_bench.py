@@ -10,7 +10,7 @@ import json
 import statistics
 from pathlib import Path
 
-from agent_runtime.benchmarks.measure import progress, pyplot, save_figure
+from agent_runtime.benchmarks.measure import progress, save_figure, subplots
 from agent_runtime.percentiles import percentile
 
 MODEL_AGENTS = ("multi_stream", "multi_stream_untrained", "sequential", "no_think")
@@ -18,14 +18,13 @@ PLAYERS = ("scripted", "expert", "random")
 AGENTS = MODEL_AGENTS + PLAYERS
 
 
-def _mean_std(values: list[float]) -> tuple[float, float]:
-    return float(statistics.mean(values)), float(statistics.pstdev(values)) if len(values) > 1 else 0.0
-
-
 def summarize(runs: list[dict]) -> dict:
+    """One agent's episodes: mean and standard deviation of kills, reward and tics, and its reaction p50."""
     out = {"episodes": len(runs)}
-    for key, name in (("kills", "kills"), ("reward", "reward"), ("tics", "tics")):
-        out[f"{name}_mean"], out[f"{name}_std"] = _mean_std([float(r[key]) for r in runs])
+    for name in ("kills", "reward", "tics"):
+        values = [float(r[name]) for r in runs]
+        out[f"{name}_mean"] = float(statistics.mean(values))
+        out[f"{name}_std"] = float(statistics.pstdev(values)) if len(values) > 1 else 0.0
     samples = [x for r in runs for x in r.get("reaction_samples_ms", [])]
     out["reaction_ms_p50"] = percentile(samples, 50)
     bounds = [r["max_action_age_ms"] for r in runs if "max_action_age_ms" in r]
@@ -112,11 +111,10 @@ def run_play_bench(env, open_env, runtimes: dict, *, episodes: int, seed: int, m
 
 
 def plot_kills(result: dict, path: Path, title: str) -> None:
-    plt = pyplot()
     names = list(result["agents"])
     means = [result["agents"][n]["kills_mean"] for n in names]
     stds = [result["agents"][n]["kills_std"] for n in names]
-    fig, ax = plt.subplots(figsize=(8, 3.6))
+    fig, ax = subplots(figsize=(8, 3.6))
     colors = ["tab:blue" if n in MODEL_AGENTS else "tab:gray" for n in names]
     ax.bar(names, means, yerr=stds, capsize=4, color=colors)
     ax.set_ylabel("kills per episode (mean ± std)")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from agent_runtime.benchmarks.measure import progress, pyplot, save_figure, shown
+from agent_runtime.benchmarks.measure import progress, save_figure, shown, stats, subplots
 from agent_runtime.benchmarks.play_bench import play_interleaved, play_model_episode
 from agent_runtime.percentiles import percentile
 
@@ -26,9 +26,7 @@ def _summary(episodes: list[dict], think_tokens: int) -> dict:
     first = [e["first_action_ms"] for e in episodes if e.get("first_action_ms") is not None]
     return {
         "episodes": len(episodes),
-        "reaction_ms_p50": percentile(samples, 50),
-        "reaction_ms_p95": percentile(samples, 95),
-        "reaction_ms_p99": percentile(samples, 99),
+        **stats("reaction_ms", samples, ("p50", "p95", "p99")),
         "reaction_ms_p50_episode_median": statistics.median(per_episode_p50) if per_episode_p50 else None,
         "reaction_ms_p50_episode_spread": [min(per_episode_p50), max(per_episode_p50)] if per_episode_p50 else None,
         "frame_age_at_execution_ms_p50": percentile(samples, 50),
@@ -49,12 +47,6 @@ def _summary(episodes: list[dict], think_tokens: int) -> dict:
     }
 
 
-def play_one(name: str, env, runtime, *, seed: int, think_tokens: int, max_tics: int | None, fixed_cost=None) -> dict:
-    """One episode of one agent on seed `seed` (what a Ray worker plays too)."""
-    return play_model_episode(name, env, {"trained": runtime}, seed=seed, max_tics=max_tics, fixed_cost=fixed_cost,
-                              think_tokens=think_tokens)
-
-
 def report_episode(index: int, episodes: int, name: str, r: dict, where: str = "") -> None:
     progress(f"episode {index + 1}/{episodes} {name}{where}: reaction p50 {shown(r['reaction_ms_p50'], ' ms')}, "
              f"kills {r['kills']}, actions {r['actions_executed']} (+{r['actions_fenced']} fenced), {r['tics']} tics")
@@ -62,8 +54,9 @@ def report_episode(index: int, episodes: int, name: str, r: dict, where: str = "
 
 def run_reaction_bench(env, runtime, *, episodes: int, think_tokens: int, max_tics: int | None, seed: int,
                        fixed_cost=None) -> dict:
-    per_agent = play_interleaved(AGENTS, episodes, seed, lambda name, s: play_one(
-        name, env, runtime, seed=s, think_tokens=think_tokens, max_tics=max_tics, fixed_cost=fixed_cost), report_episode)
+    per_agent = play_interleaved(AGENTS, episodes, seed, lambda name, s: play_model_episode(
+        name, env, {"trained": runtime}, seed=s, max_tics=max_tics, fixed_cost=fixed_cost, think_tokens=think_tokens),
+        report_episode)
     return summarize_agents(per_agent, think_tokens)
 
 
@@ -72,16 +65,12 @@ def summarize_agents(per_agent: dict[str, list[dict]], think_tokens: int) -> dic
     agents = {name: _summary(runs, think_tokens if name == "sequential" else 0) for name, runs in per_agent.items()}
     multi = agents["multi_stream"]
 
-    def ratio(a, b, key):
-        x, y = agents[a][key], agents[b][key]
+    def ratio(name, q):
+        x, y = agents[name][f"reaction_ms_{q}"], multi[f"reaction_ms_{q}"]
         return x / y if x is not None and y else None
 
-    ratios = {
-        "reaction_p50_seq_over_multi": ratio("sequential", "multi_stream", "reaction_ms_p50"),
-        "reaction_p95_seq_over_multi": ratio("sequential", "multi_stream", "reaction_ms_p95"),
-        "reaction_p50_nothink_over_multi": ratio("no_think", "multi_stream", "reaction_ms_p50"),
-        "reaction_p95_nothink_over_multi": ratio("no_think", "multi_stream", "reaction_ms_p95"),
-    }
+    ratios = {f"reaction_{q}_{short}_over_multi": ratio(name, q)
+              for short, name in (("seq", "sequential"), ("nothink", "no_think")) for q in ("p50", "p95")}
     return {"agents": agents, "ratios": ratios, "targets": {
         "multi_p50_le_150ms": multi["reaction_ms_p50"] is not None and multi["reaction_ms_p50"] <= 150,
         "multi_p95_le_250ms": multi["reaction_ms_p95"] is not None and multi["reaction_ms_p95"] <= 250,
@@ -90,8 +79,7 @@ def summarize_agents(per_agent: dict[str, list[dict]], think_tokens: int) -> dic
 
 
 def plot_cdf(agents: dict, path: Path, title: str) -> None:
-    plt = pyplot()
-    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=120)
+    fig, ax = subplots(figsize=(7, 4.2), dpi=120)
     for name, summary in agents.items():
         xs = np.sort(np.asarray(summary["_samples"]))
         if len(xs) == 0:

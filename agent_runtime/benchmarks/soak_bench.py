@@ -1,14 +1,13 @@
 """`bench soak`: a long real-time live session with scripted voice commands and barge-ins; does it stay flat?
 
-The first fifth of the run against the last: RSS, KV pages, reaction p95 and barge-in p95 from the speech onset
-(VAD detection included); every event's sequence number must arrive. The microphone and speaker stream instead
-of keeping audio (30 minutes of it would be ~275 MB of RSS growth that is not the runtime's): what it keeps is
-bounded.
+First fifth against last: RSS, KV pages, reaction p95, barge-in p95 from speech onset; no event sequence gaps.
+Microphone and speaker keep no audio (30 minutes of it would be ~275 MB of RSS growth that is not the runtime's).
 """
 
 from __future__ import annotations
 
 import itertools
+import json
 import threading
 import time
 from array import array
@@ -19,8 +18,7 @@ import numpy as np
 import psutil
 
 from agent_runtime import signals
-from agent_runtime.benchmarks.measure import progress as default_progress
-from agent_runtime.benchmarks.measure import pyplot, save_figure, shown, stats
+from agent_runtime.benchmarks.measure import progress, save_figure, shown, stats, subplots
 from agent_runtime.benchmarks.scripted_voice import (BargeInTrial, BlockSpeaker, ScriptedMicrophone, measure, open_voice,
                                                      speak, synthesize_phrases, wait_until)
 from agent_runtime.events import EventBus, Kind
@@ -79,39 +77,29 @@ class SoakEvents:
             return self.gaps + missing
 
 
-class _Background:
-    """A daemon thread running `_run` until `stop()` sets `_stop`."""
+class _Background(threading.Thread):
+    """A daemon thread running `run` until `stop()` sets `stopping`."""
 
     def __init__(self, name: str, join_s: float):
-        self._stop = threading.Event()
-        self._join_s = join_s
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
+        super().__init__(name=name, daemon=True)
+        self.stopping, self._join_s = threading.Event(), join_s
 
     def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=self._join_s)
+        self.stopping.set()
+        self.join(timeout=self._join_s)
 
 
 class Sampler(_Background):
     """Process RSS (MB) and KV pages in use, once a second, on its own thread."""
 
-    def __init__(self, store, period_s: float = 1.0):
+    def __init__(self, store):
         super().__init__("soak-sampler", join_s=5)
-        self.store, self.period_s = store, period_s
+        self.store, self._process = store, psutil.Process()
         self.samples: list[tuple[float, float, int]] = []  # (t_mono, rss_mb, kv_pages)
-        self._process = psutil.Process()
 
-    def sample(self) -> tuple[float, float, int]:
-        s = (time.monotonic(), self._process.memory_info().rss / 2**20, self.store.used_pages)
-        self.samples.append(s)
-        return s
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.period_s):
-            self.sample()
+    def run(self) -> None:
+        while not self.stopping.wait(1.0):
+            self.samples.append((time.monotonic(), self._process.memory_info().rss / 2**20, self.store.used_pages))
 
 
 @dataclass
@@ -133,20 +121,20 @@ class Director(_Background):
     comes once commentary is audible (a barge-in), or after PATIENCE * every_s without (a command only)."""
 
     def __init__(self, voice: VoiceIO, mic: ScriptedMicrophone, speaker: BlockSpeaker, phrases: dict, *,
-                 every_s: float, seed: int, t0: float, sampler: Sampler, progress):
+                 every_s: float, seed: int, t0: float, sampler: Sampler):
         super().__init__("soak-director", join_s=10)
         self.voice, self.mic, self.speaker, self.phrases = voice, mic, speaker, phrases
-        self.every_s, self.t0, self.sampler, self.progress = every_s, t0, sampler, progress
+        self.every_s, self.t0, self.sampler = every_s, t0, sampler
         self.rng = np.random.default_rng(seed)
         self.trials: list[SoakTrial] = []
 
-    def _run(self) -> None:
-        wait_until(lambda: self._stop.is_set() or self.mic.t_origin is not None, 10.0)
+    def run(self) -> None:
+        wait_until(lambda: self.stopping.is_set() or self.mic.t_origin is not None, 10.0)
         for i in itertools.count():
             phrase = SCRIPT[i % len(SCRIPT)]
             # speak over the commentary when it sounds (remarks are short: right after they start)
-            heard = wait_until(lambda: self._stop.is_set() or self.speaker.audible, PATIENCE * self.every_s)
-            if self._stop.is_set():
+            heard = wait_until(lambda: self.stopping.is_set() or self.speaker.audible, PATIENCE * self.every_s)
+            if self.stopping.is_set():
                 return
             heard_at = time.monotonic()
             if heard:
@@ -155,11 +143,11 @@ class Director(_Background):
             if trial is not None:
                 self.trials.append(trial)
                 self._report(trial)
-            if self._stop.wait(self.every_s):
+            if self.stopping.wait(self.every_s):
                 return
 
     def _one(self, phrase: str, heard_at: float, during_commentary: bool) -> SoakTrial | None:
-        heard = speak(self.voice, self.mic, self.phrases[phrase], timeout=8.0, stopped=self._stop.is_set)
+        heard = speak(self.voice, self.mic, self.phrases[phrase], timeout=8.0, stopped=self.stopping.is_set)
         if heard is None:
             return None  # the session ended mid-phrase: nothing to measure
         onset, record = heard.onset, heard.record
@@ -189,11 +177,10 @@ class Director(_Background):
             what = {"missed": "commentary ended before the barge-in was detected",
                     "command_only": "no commentary playing: a voice command only",
                     "unsettled": "the listener had not finished with it 8 s later"}.get(trial.outcome, trial.outcome)
-        self.progress(f"{trial.t_s:6.1f} s {trial.phrase!r}: {what}; rss {rss:.0f} MB, kv {pages} pages")
+        progress(f"{trial.t_s:6.1f} s {trial.phrase!r}: {what}; rss {rss:.0f} MB, kv {pages} pages")
 
 
-def run_soak(env, runtime, *, seconds: float, seed: int = 0, mode: str = "immediate", every_s: float = EVERY_S,
-             progress=default_progress) -> dict:
+def run_soak(env, runtime, *, seconds: float, seed: int = 0, mode: str = "immediate", every_s: float = EVERY_S) -> dict:
     """Play `seconds` of real time with the scripted voice; returns the summary (JSON-ready).
 
     SIGINT/SIGTERM stop it after the current engine step: the signals.Interrupted raised carries the summary
@@ -206,8 +193,7 @@ def run_soak(env, runtime, *, seconds: float, seed: int = 0, mode: str = "immedi
     voice, mic, speaker = open_voice(phrases, mode=mode, seed=seed, bus=bus, generation=generation)
     sampler = Sampler(runtime.store)
     t0 = time.monotonic()
-    director = Director(voice, mic, speaker, phrases, every_s=every_s, seed=seed, t0=t0, sampler=sampler,
-                        progress=progress)
+    director = Director(voice, mic, speaker, phrases, every_s=every_s, seed=seed, t0=t0, sampler=sampler)
     progress(f"soak: {seconds / 60:g} min of real-time play; a scripted phrase over the agent's commentary "
              f"{every_s:g} s or more after the last one (barge-in mode {mode}); Ctrl-C stops it and keeps what was "
              "measured")
@@ -326,9 +312,8 @@ def _thin(points: list[tuple[float, float]], n: int) -> list[list[float]]:
 
 def plot_soak(result: dict, path, title: str) -> None:
     """RSS, KV pages and latencies over the session, fifth boundaries dotted."""
-    plt = pyplot()
     samples = np.asarray(result["samples"], float).reshape(-1, 3)
-    fig, (ax1, ax2, ax3) = plt.subplots(3, 1, figsize=(8, 7), dpi=110, sharex=True)
+    fig, (ax1, ax2, ax3) = subplots(3, 1, figsize=(8, 7), dpi=110, sharex=True)
     ax1.plot(samples[:, 0] / 60, samples[:, 1], color="tab:red", lw=1)
     ax1.set_ylabel("process RSS (MB)")
     ax2.plot(samples[:, 0] / 60, samples[:, 2], color="tab:blue", lw=1)
@@ -352,8 +337,6 @@ def plot_soak(result: dict, path, title: str) -> None:
 
 def write_outputs(result: dict, out, title: str, plot: bool = True) -> None:
     """soak.json (and soak.png) in `out`."""
-    import json
-
     if plot:
         result["plot"] = str(out / "soak.png")
         plot_soak(result, out / "soak.png", title)
@@ -374,14 +357,12 @@ def print_report(result: dict) -> None:
           f"{result['voice_phrases']} voice phrases, {result['barge_ins']} barge-ins measured "
           f"({result['barge_ins_attempted']} over commentary, {result['barge_ins_missed']} missed)")
     print("                      first fifth   last fifth   growth")
-    print(f"RSS (MB)              {f(result['rss_mb_first_fifth']):>11s}  {f(result['rss_mb_last_fifth']):>11s}   "
-          f"{pct(result['rss_growth_pct'])}")
-    print(f"KV pages in use       {f(result['kv_pages_first_fifth']):>11s}  {f(result['kv_pages_last_fifth']):>11s}   "
-          f"{pct(result['kv_growth_pct'])}  (pool {result['kv_pool_pages']})")
-    print(f"reaction p95 (ms)     {f(result['reaction_ms_p95_first_fifth']):>11s}  "
-          f"{f(result['reaction_ms_p95_last_fifth']):>11s}")
-    print(f"barge-in p95 (ms)     {f(result['barge_in_ms_p95_first_fifth']):>11s}  "
-          f"{f(result['barge_in_ms_p95_last_fifth']):>11s}")
+    growth = {"rss_mb": f"   {pct(result['rss_growth_pct'])}",
+              "kv_pages": f"   {pct(result['kv_growth_pct'])}  (pool {result['kv_pool_pages']})"}
+    for label, key in (("RSS (MB)", "rss_mb"), ("KV pages in use", "kv_pages"),
+                       ("reaction p95 (ms)", "reaction_ms_p95"), ("barge-in p95 (ms)", "barge_in_ms_p95")):
+        first, last = f(result[key + "_first_fifth"]), f(result[key + "_last_fifth"])
+        print(f"{label:22s}{first:>11s}  {last:>11s}{growth.get(key, '')}")
     print(f"barge-in from speech onset: p50 {f(result['barge_in_ms_p50'], ' ms')}, p95 {f(result['barge_in_ms_p95'], ' ms')}"
           f" (onset -> VAD detection p50 {f(result['onset_to_detection_ms_p50'], ' ms')}, of which speech the VAD "
           f"needed p50 {f(result['vad_audio_ms_p50'], ' ms')}; detection -> silence p95 "

@@ -29,16 +29,12 @@ def command_script(buttons: tuple[str, ...], count: int, seed: int) -> list[tupl
 def synthesize_script(script: list[tuple[str, str]]) -> tuple[np.ndarray, list[float]]:
     """One mic track: lead-in, then each phrase followed by a gap; returns it and each phrase's end (s)."""
     tts = EspeakTts(SessionGeneration())
-    track = [np.zeros(int(0.8 * MIC_RATE), np.float32)]
-    ends = []
-    t = 0.8
+    track, ends, t = [np.zeros(int(0.8 * MIC_RATE), np.float32)], [], 0.8
     for phrase, _ in script:
         audio = resample(tts.synthesize(phrase), tts.sample_rate, MIC_RATE).astype(np.float32)
-        track.append(audio)
+        track += [audio, np.zeros(int(GAP_S * MIC_RATE), np.float32)]
         t += len(audio) / MIC_RATE
         ends.append(t)
-        gap = np.zeros(int(GAP_S * MIC_RATE), np.float32)
-        track.append(gap)
         t += GAP_S
     return np.concatenate(track), ends
 

@@ -2,14 +2,34 @@
 
 from __future__ import annotations
 
-import sys
 import tempfile
 from pathlib import Path
 
 from agent_runtime.errors import UserError
+from agent_runtime.notices import stderr_line
 
-ADAPTER_HELP = ("LoRA adapter from `agent-runtime train`, merged at load (default: the config's model.adapter, the "
-                "shipped one; `none`: the untrained model)")
+# Options that mean the same in every command that has them: add_options(p, flag, ...) adds them.
+OPTIONS = {
+    "--model": dict(help="model: a safetensors directory, a .gguf file or tiny:llama (default: the config's, "
+                         "else the embedded SmolLM2-135M-Instruct)"),
+    "--adapter": dict(help="LoRA adapter from `agent-runtime train`, merged at load (default: the config's "
+                           "model.adapter, the shipped one; `none`: the untrained model)"),
+    "--no-record": dict(action="store_true", help="write no recording"),
+    "--scenario": dict(default="defend_the_center", help="scenario name or .cfg (default defend_the_center)"),
+    "--seed": dict(type=int, default=0, help="episode i plays seed SEED + i (default 0)"),
+    "--config": dict(help="YAML run config (default configs/default.yaml)"),
+    "--threads": dict(type=int, help="torch threads (default: the cores actually free)"),
+    "--max-tics": dict(type=int, help="stop each episode after this many tics"),
+    "--fixed-cost": dict(action="store_true", help="charge each engine step a fixed cost per token instead of its "
+                                                   "measured compute time (deterministic)"),
+    "--device": dict(default="cpu", choices=("cpu", "cuda"), help="where the model runs (default cpu)"),
+}
+
+
+def add_options(p, *flags: str) -> None:
+    """The shared OPTIONS named by `flags`, so a flag's default and help cannot drift between commands."""
+    for flag in flags:
+        p.add_argument(flag, **OPTIONS[flag])
 
 
 def add_on_disk_full(p, run: str) -> None:
@@ -37,17 +57,33 @@ def require_expressible(env) -> None:
     check_expressible(env.buttons, env.scenario)
 
 
-def at_least(args, flag: str, minimum: int) -> None:
-    """A value of `flag` below `minimum` is a UserError (an optional flag left unset passes)."""
-    value = getattr(args, flag[2:].replace("-", "_"))
-    if value is not None and value < minimum:
-        raise UserError(f"{flag} must be at least {minimum} (got {value})")
+def require_cuda(device: str) -> None:
+    """--device cuda on a machine without one is a UserError before the model loads."""
+    if device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise UserError("--device cuda: no CUDA device is available here; use --device cpu")
+
+
+def at_least(args, minimum: int, *flags: str) -> None:
+    """A value of one of `flags` below `minimum` is a UserError (an optional flag left unset passes)."""
+    for flag in flags:
+        value = getattr(args, flag[2:].replace("-", "_"))
+        if value is not None and value < minimum:
+            raise UserError(f"{flag} must be at least {minimum} (got {value})")
+
+
+def fixed_cost(args):
+    """The FixedCost clock with --fixed-cost, else None (steps cost their measured compute time)."""
+    from agent_runtime.clocks import FixedCost
+
+    return FixedCost() if args.fixed_cost else None
 
 
 def print_progress(report: dict) -> None:
     """The progress line a session prints every couple of seconds while it plays (SessionLoop.report)."""
-    print(f"  .. tic {report['tic']}, kills {report['kills']}, actions {report['actions']}", file=sys.stderr,
-          flush=True)
+    stderr_line(f"  .. tic {report['tic']}, kills {report['kills']}, actions {report['actions']}")
 
 
 def writable_dir(path_text: str, what: str) -> Path:

@@ -4,22 +4,86 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
-from agent_runtime import fanout
-from agent_runtime.commands import at_least, check_scenario, writable_dir
+from agent_runtime import fanout, signals
+from agent_runtime.commands import add_options, at_least, check_scenario, fixed_cost, require_cuda, writable_dir
 from agent_runtime.errors import UserError
 from agent_runtime.fanout import options as fanout_options
+from agent_runtime.fanout.play_bench_fanout import run_play_bench_on_ray
+from agent_runtime.fanout.reaction_bench_fanout import run_reaction_bench_on_ray
 
 ADAPTER_HELP = ("LoRA adapter merged at load (default: the one shipped for --scenario; `none`: the untrained model; "
                 "or a path)")
 PLAY_AGENTS = ("multi_stream", "multi_stream_untrained", "sequential", "no_think", "scripted", "expert", "random")
+REALTIME_CLOCK = "realtime (ASYNC_PLAYER, device-free audio in real time)"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="bench", metavar="BENCH", required=True)
-    for add in (_kv_arguments, _reaction_arguments, _voice_arguments, _play_arguments, _memory_arguments,
-                _interrupt_arguments, _soak_arguments):
-        add(sub)
+    kv = _bench(sub, "kv", _run_kv, "KV blocks and views: view vs contiguous, drop vs recompute, N streams vs 1",
+                "kv.json and kv_streams.png", "--device")
+    _model_arguments(kv, adapter=False)
+    kv.add_argument("--repeats", type=int, default=15, help="timed repeats per measurement (default 15)")
+    rx = _episodes_bench(sub, "reaction", _run_reaction,
+                         "reaction latency: multi-stream vs sequential vs no-think, same model and seeds",
+                         "reaction.json and reaction_cdf.png")
+    add_options(rx, "--device")
+    vo = _bench(sub, "voice", _run_voice, "synthesized voice commands during real-time play: end of speech -> action",
+                None, "--scenario")
+    vo.add_argument("--commands", type=int, default=10, help="voice commands to speak (default 10)")
+    _model_arguments(vo)
+    vo.add_argument("--seed", type=int, default=0)
+    vo.add_argument("--barge-in", default="immediate", choices=("pause_confirm", "half_duplex", "immediate"))
+    pl = _episodes_bench(sub, "play", _run_play,
+                         "play quality: kills, reward and survival of every agent on the same seeds",
+                         "play.json and play_kills.png")
+    pl.add_argument("--agents", help="comma-separated subset of: " + ", ".join(PLAY_AGENTS))
+    mem = _bench(sub, "memory", _run_memory, "long headless run: KV pool and process memory must stay flat",
+                 "memory.json and memory.png", "--scenario", "--fixed-cost")
+    mem.add_argument("--frames", type=int, default=10000, help="frames to prefill in all (default 10000)")
+    _model_arguments(mem, adapter=False, threads=False)
+    it = _bench(sub, "interrupt", _run_interrupt,
+                "barge-in in real time on the device-free audio backend: interruption -> silence", "interrupt.json")
+    it.add_argument("--barge-ins", type=int, default=20, help="barge-ins to inject (default 20)")
+    it.add_argument("--mode", default="immediate", choices=("immediate", "pause_confirm"),
+                    help="barge-in mode: interrupt on VAD onset, or pause then confirm by a command "
+                         "(default immediate)")
+    it.add_argument("--seed", type=int, default=0, help="seed for phrase choice and injection moments")
+    sk = _bench(sub, "soak", _run_soak, "long real-time live session with scripted voice commands and barge-ins: "
+                "RSS and KV growth, event sequence gaps, latency drift", "soak.json and soak.png", "--scenario",
+                json_option=False)
+    sk.add_argument("--minutes", type=float, default=30.0, help="minutes of real-time play (default 30)")
+    sk.add_argument("--every", type=float, default=4.0,
+                    help="quiet seconds after each scripted voice phrase before the next barge-in (default 4)")
+    sk.add_argument("--barge-in", default="immediate", choices=("immediate", "pause_confirm"))
+    sk.add_argument("--seed", type=int, default=0)
+    _model_arguments(sk)
+    sk.add_argument("--json", nargs="?", const="-", metavar="PATH",
+                    help="also write the result as JSON to PATH (no PATH: print it as one JSON object on stdout)")
+
+
+def _bench(sub, name: str, runner, help_text: str, files: str | None, *options: str, json_option: bool = True):
+    """A bench's parser with what benches share: --out when it writes `files`, --json, the shared `options`."""
+    p = sub.add_parser(name, help=help_text)
+    p.set_defaults(_bench_run=runner)
+    if files:
+        p.add_argument("--out", default="bench-out", help=f"directory for {files} (default bench-out)")
+    if json_option:
+        p.add_argument("--json", action="store_true", help="print the result as one JSON object on stdout")
+    add_options(p, *options)
+    return p
+
+
+def _episodes_bench(sub, name: str, runner, help_text: str, files: str):
+    """reaction and play: every agent plays the same seeded episodes, here or on Ray workers."""
+    p = _bench(sub, name, runner, help_text, files, "--scenario", "--seed", "--max-tics", "--config", "--fixed-cost")
+    p.add_argument("--episodes", type=int, default=5, help="episodes per agent (default 5)")
+    _model_arguments(p)
+    p.add_argument("--think-tokens", type=int, default=64,
+                   help="sequential agent's thought tokens per cycle (default 64)")
+    fanout_options.add_arguments(p)  # --workers, --ray-address
+    return p
 
 
 def _model_arguments(p, *, adapter: bool = True, threads: bool = True) -> None:
@@ -27,107 +91,18 @@ def _model_arguments(p, *, adapter: bool = True, threads: bool = True) -> None:
     p.add_argument("--dtype", default="auto", choices=("auto", "bfloat16", "float32"),
                    help="model precision (default auto: the CPU path's choice)")
     if threads:
-        p.add_argument("--threads", type=int, help="torch threads (default: the cores actually free)")
+        add_options(p, "--threads")
     if adapter:
         p.add_argument("--adapter", help=ADAPTER_HELP)
 
 
-def _out_argument(p, files: str) -> None:
-    p.add_argument("--out", default="bench-out", help=f"directory for {files} (default bench-out)")
-
-
-def _kv_arguments(sub) -> None:
-    kv = sub.add_parser("kv", help="KV blocks and views: view vs contiguous, drop vs recompute, N streams vs 1")
-    kv.add_argument("--json", action="store_true", help="print one JSON object on stdout")
-    _model_arguments(kv, adapter=False)
-    kv.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
-    kv.add_argument("--repeats", type=int, default=15, help="timed repeats per measurement (default 15)")
-    _out_argument(kv, "kv.json and kv_streams.png")
-
-
-def _episodes_arguments(p, what: str) -> None:
-    p.add_argument("--scenario", default="defend_the_center", help="scenario name or .cfg (default defend_the_center)")
-    p.add_argument("--episodes", type=int, default=5, help="episodes per agent (default 5)")
-    p.add_argument("--seed", type=int, default=0, help="episode i plays seed SEED + i (default 0)")
-    p.add_argument("--json", action="store_true", help="print the result as one JSON object on stdout")
-    _out_argument(p, what)
-    _model_arguments(p)
-    p.add_argument("--max-tics", type=int, help="cap each episode at this many tics")
-    p.add_argument("--config", help="YAML run config (default configs/default.yaml)")
-    p.add_argument("--think-tokens", type=int, default=64, help="sequential agent's thought tokens per cycle (default 64)")
-    p.add_argument("--fixed-cost", action="store_true", help="deterministic fixed-cost clock instead of measured compute")
-    fanout_options.add_arguments(p)  # --workers, --ray-address
-
-
-def _reaction_arguments(sub) -> None:
-    rx = sub.add_parser("reaction", help="reaction latency: multi-stream vs sequential vs no-think, same model and seeds")
-    _episodes_arguments(rx, "reaction.json and reaction_cdf.png")
-    rx.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="where the model and KV pool live")
-
-
-def _play_arguments(sub) -> None:
-    pl = sub.add_parser("play", help="play quality: kills, reward and survival of every agent on the same seeds")
-    _episodes_arguments(pl, "play.json and play_kills.png")
-    pl.add_argument("--agents", help="comma-separated subset of: " + ", ".join(PLAY_AGENTS))
-
-
-def _voice_arguments(sub) -> None:
-    vo = sub.add_parser("voice", help="synthesized voice commands during real-time play: end of speech -> action")
-    vo.add_argument("--commands", type=int, default=10, help="voice commands to speak (default 10)")
-    vo.add_argument("--scenario", default="defend_the_center")
-    _model_arguments(vo)
-    vo.add_argument("--seed", type=int, default=0)
-    vo.add_argument("--barge-in", default="immediate", choices=("pause_confirm", "half_duplex", "immediate"))
-    vo.add_argument("--json", action="store_true")
-
-
-def _memory_arguments(sub) -> None:
-    mem = sub.add_parser("memory", help="long headless run: KV pool and process memory must stay flat")
-    mem.add_argument("--frames", type=int, default=10000, help="frames to prefill in all (default 10000)")
-    mem.add_argument("--scenario", default="defend_the_center")
-    _model_arguments(mem, adapter=False, threads=False)
-    mem.add_argument("--fixed-cost", action="store_true", help="deterministic fixed-cost clock")
-    _out_argument(mem, "memory.json and memory.png")
-    mem.add_argument("--json", action="store_true")
-
-
-def _interrupt_arguments(sub) -> None:
-    it = sub.add_parser("interrupt", help="barge-in in real time on the device-free audio backend: interruption -> silence")
-    it.add_argument("--barge-ins", type=int, default=20, help="barge-ins to inject (default 20)")
-    it.add_argument("--mode", default="immediate", choices=("immediate", "pause_confirm"),
-                    help="barge-in mode: interrupt on VAD onset, or pause then confirm by a command (default immediate)")
-    it.add_argument("--seed", type=int, default=0, help="seed for phrase choice and injection moments")
-    _out_argument(it, "interrupt.json")
-    it.add_argument("--json", action="store_true", help="print the result as one JSON object on stdout")
-
-
-def _soak_arguments(sub) -> None:
-    sk = sub.add_parser("soak", help="long real-time live session with scripted voice commands and barge-ins: "
-                                     "RSS and KV growth, event sequence gaps, latency drift")
-    sk.add_argument("--minutes", type=float, default=30.0, help="minutes of real-time play (default 30)")
-    sk.add_argument("--scenario", default="defend_the_center")
-    sk.add_argument("--every", type=float, default=4.0,
-                    help="quiet seconds after each scripted voice phrase before the next barge-in (default 4)")
-    sk.add_argument("--barge-in", default="immediate", choices=("immediate", "pause_confirm"))
-    sk.add_argument("--seed", type=int, default=0)
-    _model_arguments(sk)
-    _out_argument(sk, "soak.json and soak.png")
-    sk.add_argument("--json", nargs="?", const="-", metavar="PATH",
-                    help="also write the result as JSON to PATH (no PATH: print it as one JSON object on stdout)")
-
-
 def _load(args, *, clock: str, threads: int | None = None, device: str = "cpu"):
     """Threads, model and the machine header every benchmark prints first."""
+    from agent_runtime.adapters import DEFAULT
     from agent_runtime.benchmarks.measure import machine_info, print_header
     from agent_runtime.model_loader import load_for_cpu
 
-    if device == "cuda":
-        import torch
-
-        if not torch.cuda.is_available():
-            raise UserError("--device cuda: no CUDA device is available here; use --device cpu")
-    from agent_runtime.adapters import DEFAULT
-
+    require_cuda(device)
     adapter = (args.adapter or DEFAULT) if hasattr(args, "adapter") else None  # kv and memory measure no skill
     loaded = load_for_cpu(args.model, dtype=args.dtype, threads=threads, adapter=adapter,
                           scenario=getattr(args, "scenario", None),
@@ -170,7 +145,7 @@ def _output(args, result: dict, report, json_path=None) -> int:
 def _run_kv(args) -> int:
     from agent_runtime.benchmarks.kv_bench import KVBench, plot_streams
 
-    at_least(args, "--repeats", 3)
+    at_least(args, 3, "--repeats")
     out = writable_dir(args.out, "--out")
     loaded, info = _load(args, clock="wall", threads=args.threads, device=args.device)
     loaded.model.to(args.device)
@@ -183,9 +158,10 @@ def _run_kv(args) -> int:
 
 def _print_kv(result: dict) -> None:
     print(f"(a) view of 8 blocks vs contiguous (transformers cache): {result['view_vs_contiguous']:.3f}x step time "
-          f"({result['view8_step_ms']:.1f} vs {result['contiguous_step_ms']:.1f} ms; vs 1 block {result['view8_vs_view1']:.3f}x)")
-    print(f"(b) drop a middle block vs recompute {result['suffix_tokens']} tokens: {result['drop_vs_recompute']:.0f}x cheaper "
-          f"({result['drop_us']:.1f} us vs {result['recompute_ms']:.0f} ms)")
+          f"({result['view8_step_ms']:.1f} vs {result['contiguous_step_ms']:.1f} ms; "
+          f"vs 1 block {result['view8_vs_view1']:.3f}x)")
+    print(f"(b) drop a middle block vs recompute {result['suffix_tokens']} tokens: "
+          f"{result['drop_vs_recompute']:.0f}x cheaper ({result['drop_us']:.1f} us vs {result['recompute_ms']:.0f} ms)")
     for n in (2, 4, 8):
         print(f"(c) {n} streams vs 1: {result[f'streams{n}_vs_1']:.2f}x aggregate tokens/s "
               f"({result[f'tokens_per_s_{n}']:.1f} vs {result['tokens_per_s_1']:.1f})")
@@ -195,51 +171,35 @@ def _print_kv(result: dict) -> None:
     print(f"plot: {result['plot']}")
 
 
-def _play_episodes(args, on_ray, here, report) -> int:
-    """bench reaction and play: the (episode, agent) pairs played by Ray workers, or here on one loaded model."""
+def _play_episodes(args, on_ray, here, write_outputs, table) -> int:
+    """bench reaction and play: the (episode, agent) pairs played by Ray workers, or here on one loaded model;
+    the result written by `write_outputs` and shown by `table`. Exit 1 when Ray lost a pair."""
     fanout_options.check(args)
     check_scenario(args.scenario)
     out = writable_dir(args.out, "--out")
     if fanout.wanted(args):  # the same (episode, agent) pairs, played by Ray workers
         result, title = on_ray()
-        report(args, out, result, title)
-        return 1 if result["lost"] else 0
-    clock = "fixed_cost" if args.fixed_cost else "compute (world advanced by measured step time)"
-    loaded, info = _load(args, clock=clock, threads=args.threads, device=getattr(args, "device", "cpu"))
-    result, title = here(loaded, info)
-    return report(args, out, _stamp(result, info, args, loaded), title)
-
-
-def _fixed_cost(args):
-    from agent_runtime.clocks import FixedCost
-
-    return FixedCost() if args.fixed_cost else None
+    else:
+        clock = "fixed_cost" if args.fixed_cost else "compute (world advanced by measured step time)"
+        loaded, info = _load(args, clock=clock, threads=args.threads, device=getattr(args, "device", "cpu"))
+        result, title = here(loaded, info)
+        _stamp(result, info, args, loaded)
+    public = write_outputs(result, out, title)
+    _output(args, public, lambda: table(public))
+    return 1 if result.get("lost") else 0
 
 
 def _run_reaction(args) -> int:
-    from agent_runtime.benchmarks.reaction_bench import run_reaction_bench
+    from agent_runtime.benchmarks.reaction_bench import run_reaction_bench, write_outputs
 
     def here(loaded, info):
         with _open_runtime(args, loaded, env_seed=args.seed, config_seed=args.seed, device=args.device) as runtime:
             result = run_reaction_bench(runtime.env, runtime, episodes=args.episodes, think_tokens=args.think_tokens,
-                                        max_tics=args.max_tics, seed=args.seed, fixed_cost=_fixed_cost(args))
+                                        max_tics=args.max_tics, seed=args.seed, fixed_cost=fixed_cost(args))
         return result, f"{args.scenario}, {loaded.model_id}, {args.episodes} episodes, {info['threads']} thread(s)"
 
-    def on_ray():
-        from agent_runtime.fanout.reaction_bench_fanout import run_reaction_bench_on_ray
-
-        return run_reaction_bench_on_ray(args)
-
-    at_least(args, "--episodes", 1)
-    at_least(args, "--think-tokens", 1)
-    return _play_episodes(args, on_ray, here, _report_reaction)
-
-
-def _report_reaction(args, out, result: dict, title: str) -> int:
-    from agent_runtime.benchmarks.reaction_bench import write_outputs
-
-    public = write_outputs(result, out, title)
-    return _output(args, public, lambda: _print_reaction_table(public))
+    at_least(args, 1, "--episodes", "--think-tokens")
+    return _play_episodes(args, lambda: run_reaction_bench_on_ray(args), here, write_outputs, _print_reaction_table)
 
 
 def _print_reaction_table(result: dict) -> None:
@@ -247,26 +207,29 @@ def _print_reaction_table(result: dict) -> None:
 
     cols = ("reaction_ms_p50", "reaction_ms_p95", "reaction_ms_p99", "time_to_first_action_ms", "actions_executed",
             "actions_fenced", "frames_dropped", "kills", "thinker_tokens_per_s", "actions_per_s")
-    print("agent          " + "  ".join(c.replace("reaction_ms_", "react_").replace("_ms", "")[:14].rjust(14) for c in cols))
+    print("agent          "
+          + "  ".join(c.replace("reaction_ms_", "react_").replace("_ms", "")[:14].rjust(14) for c in cols))
     for name, s in result["agents"].items():
-        print(f"{name:14s} " + "  ".join(f(s[c]).rjust(14) if not isinstance(s[c], float) or c.startswith(("react", "time"))
-                                        else f"{s[c]:.2f}".rjust(14) for c in cols))
+        exact = [not isinstance(s[c], float) or c.startswith(("react", "time")) for c in cols]
+        print(f"{name:14s} " + "  ".join((f(s[c]) if e else f"{s[c]:.2f}").rjust(14) for c, e in zip(cols, exact)))
     r = result["ratios"]
     print(f"sequential / multi-stream reaction: p50 {f(r['reaction_p50_seq_over_multi'])}x, "
-          f"p95 {f(r['reaction_p95_seq_over_multi'])}x; no-think / multi-stream p50 {f(r['reaction_p50_nothink_over_multi'])}x")
+          f"p95 {f(r['reaction_p95_seq_over_multi'])}x; "
+          f"no-think / multi-stream p50 {f(r['reaction_p50_nothink_over_multi'])}x")
     print(f"plot: {result['plot']}")
 
 
 def _run_memory(args) -> int:
     from agent_runtime.benchmarks.memory_soak import plot_memory, run_memory_soak
 
-    at_least(args, "--frames", 10)
+    at_least(args, 10, "--frames")
     check_scenario(args.scenario)
     out = writable_dir(args.out, "--out")
     loaded, info = _load(args, clock="fixed_cost" if args.fixed_cost else "compute")
     with _open_runtime(args, loaded, env_seed=0) as runtime:
-        result = run_memory_soak(runtime.env, runtime, frames=args.frames, fixed_cost=_fixed_cost(args))
-    plot_memory(result.pop("_samples"), out / "memory.png", f"{result['frames']} frames, {loaded.model_id}, {args.scenario}")
+        result = run_memory_soak(runtime.env, runtime, frames=args.frames, fixed_cost=fixed_cost(args))
+    plot_memory(result.pop("_samples"), out / "memory.png",
+                f"{result['frames']} frames, {loaded.model_id}, {args.scenario}")
     _stamp(result, info)
     return _output(args, result, lambda: print(
         f"{result['frames']} frames over {result['episodes']} episodes: KV pool peak {result['pool_peak_pages']}"
@@ -279,7 +242,7 @@ def _run_interrupt(args) -> int:
     from agent_runtime.benchmarks.interrupt_bench import print_report, run_interrupt_bench
     from agent_runtime.benchmarks.measure import machine_info, print_header
 
-    at_least(args, "--barge-ins", 1)
+    at_least(args, 1, "--barge-ins")
     out = writable_dir(args.out, "--out")
     info = machine_info("none (audio only)", 1, clock="real time (device-free audio backend)", device="cpu")
     info["audio"] = "speaker 1024 frames @ 22050 Hz, mic 512 samples @ 16 kHz, espeak-ng + silero + pocketsphinx"
@@ -289,14 +252,11 @@ def _run_interrupt(args) -> int:
                    out / "interrupt.json")
 
 
-REALTIME_CLOCK = "realtime (ASYNC_PLAYER, device-free audio in real time)"
-
-
 def _run_voice(args) -> int:
     from agent_runtime.benchmarks.measure import shown
     from agent_runtime.benchmarks.voice_bench import run_voice_bench
 
-    at_least(args, "--commands", 1)
+    at_least(args, 1, "--commands")
     check_scenario(args.scenario)
     # the free cores, as in live: the real-time game and audio take well under half a core
     loaded, info = _load(args, clock=REALTIME_CLOCK, threads=args.threads)
@@ -314,9 +274,6 @@ def _run_soak(args) -> int:
         raise UserError(f"--minutes must be positive (got {args.minutes:g})")
     if not args.every >= 1:
         raise UserError(f"--every must be at least 1 second (got {args.every:g})")
-    from pathlib import Path
-
-    from agent_runtime import signals
     from agent_runtime.benchmarks.soak_bench import print_report, run_soak, write_outputs
 
     check_scenario(args.scenario)
@@ -346,12 +303,13 @@ def _play_agents(text: str | None) -> tuple[str, ...]:
     agents = tuple(a.strip() for a in text.split(",") if a.strip())
     unknown = [a for a in agents if a not in PLAY_AGENTS]
     if unknown or not agents:
-        raise UserError(f"--agents: unknown agent(s) {', '.join(unknown) or '(none given)'}; use {', '.join(PLAY_AGENTS)}")
+        raise UserError(f"--agents: unknown agent(s) {', '.join(unknown) or '(none given)'}; "
+                        f"use {', '.join(PLAY_AGENTS)}")
     return agents
 
 
 def _run_play(args) -> int:
-    from agent_runtime.benchmarks.play_bench import play_runtimes, run_play_bench
+    from agent_runtime.benchmarks.play_bench import play_runtimes, run_play_bench, write_outputs
     from agent_runtime.config import load_config
     from envs.doom_env import DoomEnv
 
@@ -361,35 +319,25 @@ def _run_play(args) -> int:
             runtimes = play_runtimes(loaded, config, env, agents, model_spec=args.model)
             result = run_play_bench(env, lambda s: DoomEnv(args.scenario, seed=s), runtimes, episodes=args.episodes,
                                     seed=args.seed, max_tics=args.max_tics, think_tokens=args.think_tokens,
-                                    agents=agents, fixed_cost=_fixed_cost(args))
+                                    agents=agents, fixed_cost=fixed_cost(args))
         return result, (f"{args.scenario}, {args.episodes} episodes, {loaded.model_id}"
                         + (f" + adapter {loaded.adapter.hash[:8]}" if loaded.adapter else ", no adapter"))
 
-    def on_ray():
-        from agent_runtime.fanout.play_bench_fanout import run_play_bench_on_ray
-
-        return run_play_bench_on_ray(args, agents)
-
-    at_least(args, "--episodes", 1)
+    at_least(args, 1, "--episodes")
     agents = _play_agents(args.agents)
-    return _play_episodes(args, on_ray, here, _report_play)
+    return _play_episodes(args, lambda: run_play_bench_on_ray(args, agents), here, write_outputs, _print_play_table)
 
 
-def _report_play(args, out, result: dict, title: str) -> int:
+def _print_play_table(result: dict) -> None:
     from agent_runtime.benchmarks.measure import shown
-    from agent_runtime.benchmarks.play_bench import write_outputs
 
-    def table():
-        print(f"{'agent':24s} {'kills':>14s} {'reward':>14s} {'tics':>16s} {'reaction p50':>13s}")
-        for name, s in result["agents"].items():
-            p50 = shown(s["reaction_ms_p50"], " ms", ".1f")
-            print(f"{name:24s} {s['kills_mean']:6.1f} ± {s['kills_std']:5.1f} {s['reward_mean']:6.1f} ± "
-                  f"{s['reward_std']:5.1f} {s['tics_mean']:7.0f} ± {s['tics_std']:6.0f} {p50:>13s}")
-        print(f"plot: {result['plot']}")
-    return _output(args, write_outputs(result, out, title), table)
+    print(f"{'agent':24s} {'kills':>14s} {'reward':>14s} {'tics':>16s} {'reaction p50':>13s}")
+    for name, s in result["agents"].items():
+        p50 = shown(s["reaction_ms_p50"], " ms", ".1f")
+        print(f"{name:24s} {s['kills_mean']:6.1f} ± {s['kills_std']:5.1f} {s['reward_mean']:6.1f} ± "
+              f"{s['reward_std']:5.1f} {s['tics_mean']:7.0f} ± {s['tics_std']:6.0f} {p50:>13s}")
+    print(f"plot: {result['plot']}")
 
 
 def run(args: argparse.Namespace) -> int:
-    runners = {"kv": _run_kv, "reaction": _run_reaction, "interrupt": _run_interrupt, "voice": _run_voice,
-               "memory": _run_memory, "play": _run_play, "soak": _run_soak}
-    return runners[args.bench](args)
+    return args._bench_run(args)

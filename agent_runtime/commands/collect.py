@@ -1,40 +1,34 @@
-"""`agent-runtime collect`: DAgger data from the runtime itself. The multi-stream agent plays as it is; the
-lag-aware expert labels each of its decisions; the view tokens and both commands go to an append-only data set.
-
-Run it again on the same --out to resume: a run killed mid-episode loses only that episode, which is played
-again; finished episodes are never touched.
+"""`agent-runtime collect`: DAgger data. The multi-stream agent plays as it is, the lag-aware expert labels each
+decision, and the view tokens and both commands go to an append-only data set. Run it again on the same --out to
+resume: a run killed mid-episode loses only that episode; finished ones are never touched.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 
 from agent_runtime import fanout
-from agent_runtime.commands import check_scenario, require_expressible, writable_dir
+from agent_runtime.commands import add_options, at_least, check_scenario, fixed_cost, require_expressible, writable_dir
 from agent_runtime.errors import UserError
 from agent_runtime.fanout import options as fanout_options
+from agent_runtime.fanout.collect_fanout import run_collect
+from agent_runtime.notices import stderr_line
 
 MODEL_SEED = 0
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--scenario", default="defend_the_center", help="scenario name or .cfg (default defend_the_center)")
+    add_options(p, "--scenario")
     p.add_argument("--episodes", type=int, required=True, help="episodes the data set should hold in all")
     p.add_argument("--out", required=True, help="data set directory (created, or resumed when it exists)")
-    p.add_argument("--seed", type=int, default=0, help="episode i plays seed SEED + i (default 0)")
-    p.add_argument("--model", help="model (default: the embedded SmolLM2-135M-Instruct)")
+    add_options(p, "--seed", "--model")
     p.add_argument("--adapter", help="LoRA adapter the agent plays with (DAgger: the newest one; default: the config's "
                                      "model.adapter, the one shipped for --scenario; `none`: the untrained model)")
     p.add_argument("--expert-acts", type=float, default=0.0, metavar="P",
                    help="DAgger's mix: each decision executes the expert's command instead of the model's with "
                         "probability P (default 0: the model plays; 1: the expert plays, the model's view is recorded)")
-    p.add_argument("--max-tics", type=int, help="stop each episode after this many tics")
-    p.add_argument("--config", help="YAML run config (default configs/default.yaml)")
-    p.add_argument("--threads", type=int, help="torch threads (default: the cores actually free)")
-    p.add_argument("--fixed-cost", action="store_true",
-                   help="charge each engine step a fixed cost per token instead of its measured compute time")
+    add_options(p, "--max-tics", "--config", "--threads", "--fixed-cost")
     p.add_argument("--labeller", choices=("view", "full"), default="view",
                    help="who labels: view (default), the expert restricted to what the action view holds, whose labels "
                         "a model can learn; full, the privileged expert of `episode --policy expert`")
@@ -45,7 +39,8 @@ def _manifest(args, loaded, config, buttons) -> dict:
     return {
         "scenario": args.scenario, "buttons": list(buttons), "model_id": loaded.model_id,
         "model_weight_hash": loaded.base_weight_hash,  # what `train` puts adapters on
-        "adapter": loaded.adapter.hash if loaded.adapter else None, "expert": "expert" if args.labeller == "full" else "view_expert", "expert_acts": args.expert_acts,
+        "adapter": loaded.adapter.hash if loaded.adapter else None,
+        "expert": "expert" if args.labeller == "full" else "view_expert", "expert_acts": args.expert_acts,
         "seed": args.seed, "max_tics": args.max_tics,
         "clock": "fixed_cost" if args.fixed_cost else "compute", "cpu_path": loaded.cpu.summary(),
         "config": config.model_dump(), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -53,36 +48,30 @@ def _manifest(args, loaded, config, buttons) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agent_runtime.clocks import FixedCost
     from agent_runtime.config import load_config
     from agent_runtime.events import EventBus
     from agent_runtime.runtime import Runtime
     from agent_runtime.training.decision_log import DecisionLog
     from agent_runtime.training.expert_labeler import ExpertLabeler
 
-    if args.episodes < 1:
-        raise UserError(f"--episodes must be at least 1 (got {args.episodes})")
-    if args.max_tics is not None and args.max_tics < 1:
-        raise UserError(f"--max-tics must be at least 1 (got {args.max_tics})")
+    at_least(args, 1, "--episodes", "--max-tics")
     if not 0.0 <= args.expert_acts <= 1.0:
         raise UserError(f"--expert-acts must be a probability between 0 and 1 (got {args.expert_acts})")
     fanout_options.check(args)
     check_scenario(args.scenario)
     out = writable_dir(args.out, "--out")
     if fanout.wanted(args):  # Ray workers play and label; this process writes the data set in episode order
-        from agent_runtime.fanout.collect_fanout import run_collect
-
         return run_collect(args, out)
     config = load_config(args.config, scenario=args.scenario, seed=args.seed)
     with Runtime.open(config, model=args.model, threads=args.threads, seed=MODEL_SEED, adapter=args.adapter,
                       env_seed=args.seed) as runtime:
         env, loaded = runtime.env, runtime.loaded
         require_expressible(env)
-        runtime.time_bounds(FixedCost() if args.fixed_cost else None, announce=True)  # the fence the data plays under
+        runtime.time_bounds(fixed_cost(args), announce=True)  # the fence the data plays under
         log = DecisionLog(out, _manifest(args, loaded, config, env.buttons))
         try:
             if log.next_episode:
-                print(f"resuming {out}: {log.next_episode} episode(s) already collected", file=sys.stderr, flush=True)
+                stderr_line(f"resuming {out}: {log.next_episode} episode(s) already collected")
             labeler = ExpertLabeler(env.buttons, log, screen_width=env.resolution[1], words=runtime.grammar.words,
                                     expert_acts=args.expert_acts, expert=args.labeller,
                                     aimed=config.engine.frame_line == "aimed")
@@ -98,15 +87,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _collect_episode(env, runtime, log, labeler, bus, index: int, args) -> None:
-    from agent_runtime.clocks import FixedCost
     from agent_runtime.llm_episode import run_llm_episode
 
-    fixed_cost = FixedCost() if args.fixed_cost else None
     seed = args.seed + index
     labeler.start_episode(index, seed)
     t0 = time.monotonic()
     result = run_llm_episode(env, runtime, seed=seed, agent_seed=seed, max_tics=args.max_tics,
-                             fixed_cost=fixed_cost, bus=bus, on_decision=labeler.on_decision)
+                             fixed_cost=fixed_cost(args), bus=bus, on_decision=labeler.on_decision)
     summary = {"episode": index, "seed": seed, "decisions": labeler.decisions,
                "agreement": labeler.agreed / labeler.decisions if labeler.decisions else None,
                "expert_acted": labeler.expert_acted,
@@ -114,6 +101,5 @@ def _collect_episode(env, runtime, log, labeler, bus, index: int, args) -> None:
                "actions_executed": result["actions_executed"], "actions_fenced": result["actions_fenced"]}
     log.finish_episode(summary)
     agreement = "n/a" if summary["agreement"] is None else f"{summary['agreement']:.0%}"
-    print(f"[{index + 1}/{args.episodes}] {labeler.decisions} decisions, model agrees with the expert on "
-          f"{agreement}, {result['kills']} kills, {result['tics']} tics, {time.monotonic() - t0:.1f} s",
-          file=sys.stderr, flush=True)
+    stderr_line(f"[{index + 1}/{args.episodes}] {labeler.decisions} decisions, model agrees with the expert on "
+                f"{agreement}, {result['kills']} kills, {result['tics']} tics, {time.monotonic() - t0:.1f} s")

@@ -7,18 +7,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
 from envs.engine_guard import EngineDied, EngineHung
 
 from agent_runtime import signals
-from agent_runtime.commands import (ADAPTER_HELP, add_on_disk_full, at_least, check_scenario, print_progress,
+from agent_runtime.commands import (add_on_disk_full, add_options, at_least, check_scenario, fixed_cost, print_progress,
                                     require_expressible, writable_dir)
 from agent_runtime.errors import UserError, first_line
 from agent_runtime import fanout
 from agent_runtime.fanout import options as fanout_options
+from agent_runtime.fanout.episode_fanout import run_episodes
+from agent_runtime.notices import stderr_line
 
 POLICIES = ("llm", "sequential", "no_think", "scripted", "expert", "random")
 MODEL_POLICIES = ("llm", "sequential", "no_think")
@@ -33,20 +34,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "model; no_think = read-act; scripted = aim-and-shoot from labels; expert = "
                         "lag-aware aim with hold counts from labels; random")
     p.add_argument("--seed", type=int, help="base seed; episode k uses seed + k (default: from the config)")
-    p.add_argument("--config", help="YAML run config (default configs/default.yaml)")
+    add_options(p, "--config", "--max-tics", "--fixed-cost")
     p.add_argument("--clock", choices=("sync", "realtime"), help="override the config's clock")
     p.add_argument("--out", help="directory for the episodes' recordings and results.jsonl "
                                  "(default: recordings go to the config's recordings_dir, results only to stdout)")
-    p.add_argument("--no-record", action="store_true", help="write no recording directories")
-    p.add_argument("--max-tics", type=int, help="stop an episode after this many tics")
     p.add_argument("--lag-tics", type=int, default=0, help="the policy sees frames this many tics old (default 0)")
     p.add_argument("--json", action="store_true", help="print one JSON object per episode on stdout, nothing else")
-    p.add_argument("--model", help="model: a safetensors directory, a .gguf file or tiny:llama (default: the config's, "
-                                   "else the embedded SmolLM2-135M-Instruct)")
-    p.add_argument("--adapter", help=ADAPTER_HELP)
-    p.add_argument("--think-tokens", type=int, default=64, help="sequential policy: thought tokens per cycle (default 64)")
-    p.add_argument("--fixed-cost", action="store_true",
-                   help="charge each engine step a fixed cost per token instead of its measured compute time (deterministic)")
+    add_options(p, "--no-record", "--model", "--adapter")
+    p.add_argument("--think-tokens", type=int, default=64,
+                   help="sequential policy: thought tokens per cycle (default 64)")
     p.add_argument("--threads", type=int, help="torch threads (default: the config's, else the cores actually free)")
     p.add_argument("--on-engine-death", choices=("exit", "continue"), default="exit",
                    help="when the ViZDoom engine dies or hangs mid-episode (its recording is closed as incomplete "
@@ -59,38 +55,26 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     fanout_options.add_arguments(p)  # --workers, --ray-address
 
 
-def _check_args(args: argparse.Namespace) -> None:
-    at_least(args, "--episodes", 1)
-    at_least(args, "--max-tics", 1)
-    if args.lag_tics < 0:
-        raise UserError(f"--lag-tics must be 0 or more (got {args.lag_tics})")
-    at_least(args, "--think-tokens", 1)
-    at_least(args, "--threads", 1)
-    if args.user_text and args.policy != "llm":
-        raise UserError("--user-text is for the llm policy")
-
-
 def _readable(result: dict) -> str:
     from agent_runtime.benchmarks.measure import shown
 
-    line = (
-        f"episode {result['episode']}: reward {result['reward']:g}, kills {result['kills']}, tics {result['tics']}"
-        f" ({result['policy']} on {result['scenario']}, seed {result['seed']})"
-    )
+    line = (f"episode {result['episode']}: reward {result['reward']:g}, kills {result['kills']}, tics {result['tics']}"
+            f" ({result['policy']} on {result['scenario']}, seed {result['seed']})")
     if "actions_executed" in result:
         p50, p95 = result.get("reaction_ms_p50"), result.get("reaction_ms_p95")
-        line += (
-            f"\n  actions executed {result['actions_executed']}, fenced {result['actions_fenced']}, "
-            f"frames dropped {result['frames_dropped']}, thinker tokens {result['thinker_tokens']}, "
-            f"reaction p50 {shown(p50, ' ms')} p95 {shown(p95, ' ms')}"
-        )
+        line += (f"\n  actions executed {result['actions_executed']}, fenced {result['actions_fenced']}, "
+                 f"frames dropped {result['frames_dropped']}, thinker tokens {result['thinker_tokens']}, "
+                 f"reaction p50 {shown(p50, ' ms')} p95 {shown(p95, ' ms')}")
     return line
 
 
 def run(args: argparse.Namespace) -> int:
     from agent_runtime.config import load_config
 
-    _check_args(args)
+    at_least(args, 1, "--episodes", "--max-tics", "--think-tokens", "--threads")
+    at_least(args, 0, "--lag-tics")
+    if args.user_text and args.policy != "llm":
+        raise UserError("--user-text is for the llm policy")
     fanout_options.check(args)
     config = load_config(args.config, scenario=args.scenario, seed=args.seed, clock=args.clock)
 
@@ -104,8 +88,6 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_record:
         record_root = out_dir or writable_dir(config.recordings_dir, "recordings_dir")
     if fanout.wanted(args):  # --workers N / --ray-address: the same episodes, played by Ray workers
-        from agent_runtime.fanout.episode_fanout import run_episodes
-
         return run_episodes(args, config, user_texts, out_dir, record_root)
 
     env = _open_env(config, config.seed)
@@ -146,9 +128,8 @@ def _play_all(args, config, player, env, record_root, results_file, guard) -> in
             except EngineDied as e:
                 lost += 1
                 where = getattr(e, "recording_dir", None)
-                print(f"agent-runtime episode: error: episode {index}: {e}"
-                      + (f"; its recording is closed as incomplete: {where}" if where else ""),
-                      file=sys.stderr, flush=True)
+                stderr_line(f"agent-runtime episode: error: episode {index}: {e}"
+                            + (f"; its recording is closed as incomplete: {where}" if where else ""))
                 if args.on_engine_death == "exit":
                     return lost
                 continue
@@ -209,7 +190,7 @@ def _play_episode(player, env, seed: int, index: int, record_root: Path | None, 
             if recording is not None:
                 recording.close(end_reason, detail)
                 if end_reason in signals.REASONS.values():
-                    print(f"recording (incomplete, {end_reason}): {recording.dir}", file=sys.stderr, flush=True)
+                    stderr_line(f"recording (incomplete, {end_reason}): {recording.dir}")
     result["episode"] = index
     if recording is not None:
         result["recording"] = str(recording.dir)
@@ -218,10 +199,10 @@ def _play_episode(player, env, seed: int, index: int, record_root: Path | None, 
 
 def report(args, done: int, result: dict, results_file, guard=None, where: str = "") -> None:
     """An episode's result: the progress line (the `done`-th of the run), stdout, results.jsonl."""
-    print(f"[{done}/{args.episodes}] {where}{result['tics']} tics, {result['kills']} kills, "
-          f"reward {result['reward']:g}, {result['wall_s']:.1f} s", file=sys.stderr, flush=True)
+    stderr_line(f"[{done}/{args.episodes}] {where}{result['tics']} tics, {result['kills']} kills, "
+                f"reward {result['reward']:g}, {result['wall_s']:.1f} s")
     if "recording" in result:
-        print(f"recording: {result['recording']}", file=sys.stderr, flush=True)
+        stderr_line(f"recording: {result['recording']}")
     print(json.dumps(result) if args.json else _readable(result), flush=True)
     if results_file is None or (guard is not None and guard.failed):
         return
@@ -267,22 +248,23 @@ class _ModelPlayer:
     """llm / sequential / no_think: the model is loaded once; each episode plays on its own DoomEnv."""
 
     def __init__(self, args, config, env, user_texts: dict[int, str]):
-        from agent_runtime.clocks import FixedCost
         from agent_runtime.runtime import Runtime
         from agent_runtime.recording.user_script import build_user_script
 
         if config.clock != "sync":
-            raise UserError("model policies in `episode` run headless on the sync clock; use `agent-runtime live` for real time")
+            raise UserError("model policies in `episode` run headless on the sync clock; "
+                            "use `agent-runtime live` for real time")
         require_expressible(env)
         spec = args.model or config.model.path
         if spec and not spec.startswith("tiny:") and not Path(spec).expanduser().exists():
-            raise UserError(f"model path does not exist: {spec} (pass a safetensors directory, a .gguf file or tiny:llama)")
+            raise UserError(f"model path does not exist: {spec} "
+                            "(pass a safetensors directory, a .gguf file or tiny:llama)")
         self.args, self.config, self.spec = args, config, spec
         self.runtime = Runtime.open(config, model=spec, env=env, threads=args.threads, seed=MODEL_SEED,
                                     adapter=args.adapter)
         self.loaded = self.runtime.loaded
         self.threads = self.loaded.cpu.threads
-        self.fixed = FixedCost() if args.fixed_cost else None
+        self.fixed = fixed_cost(args)
         # the bounds the multi-stream agent plays under (max_action_age_ms auto resolved once, announced)
         self.bounds = self.runtime.time_bounds(self.fixed, announce=True) if args.policy == "llm" else None
         self.user_script = build_user_script(user_texts, self.runtime.grammar) if user_texts else None

@@ -7,28 +7,29 @@ import json
 import os
 import sys
 
-from agent_runtime.commands import ADAPTER_HELP, add_on_disk_full, check_scenario, print_progress, require_expressible
+from agent_runtime.commands import add_on_disk_full, add_options, check_scenario, print_progress, require_expressible
 from agent_runtime.errors import UserError
+from agent_runtime.notices import stderr_line
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scenario", default=None, help="scenario name or .cfg (default: the config's)")
-    p.add_argument("--config", help="YAML run config (default configs/default.yaml)")
+    add_options(p, "--config")
     p.add_argument("--voice", action="store_true", help="spoken commands from the microphone and spoken commentary "
                                                           "(no sound card: see DOOM_AGENT_AUDIO in docs/voice.md)")
-    p.add_argument("--no-window", action="store_true", help="never open the ViZDoom window (it opens when a display exists)")
+    p.add_argument("--no-window", action="store_true",
+                   help="never open the ViZDoom window (it opens when a display exists)")
     p.add_argument("--seconds", type=float, help="stop after this many seconds (default: when the episode ends)")
-    p.add_argument("--model", help="model: a safetensors directory, a .gguf file or tiny:llama (default: embedded)")
     p.add_argument("--barge-in", choices=("pause_confirm", "half_duplex", "immediate"),
                    help="how user speech interrupts commentary: pause_confirm (open speakers; the config default), "
                         "half_duplex (no listening while talking), immediate (headset)")
     p.add_argument("--input-device", help="microphone device index or name (default: the config's voice.input_device; "
                                           "see `python -m sounddevice`)")
     p.add_argument("--output-device", help="speaker device index or name (default: the config's voice.output_device)")
-    p.add_argument("--adapter", help=ADAPTER_HELP)
+    add_options(p, "--model", "--adapter")
     p.add_argument("--json", action="store_true", help="print the session result as JSON")
     p.add_argument("--out", help="directory for the session recording (default: the config's recordings_dir)")
-    p.add_argument("--no-record", action="store_true", help="do not write a recording")
+    add_options(p, "--no-record")
     add_on_disk_full(p, "session")
 
 
@@ -72,11 +73,8 @@ def run(args: argparse.Namespace) -> int:
             recordings.close()  # after the env closed inside _play: the last .lmp is complete
     if recordings is not None:
         result["recordings"] = [str(d) for d in recordings.dirs]
-    if args.json:
-        print(json.dumps(result))
-    else:
-        print(", ".join(f"{k} {v:.0f}" if isinstance(v, float) else f"{k} {v}" for k, v in result.items()
-                        if k != "recordings"))
+    print(json.dumps(result) if args.json else ", ".join(f"{k} {v:.0f}" if isinstance(v, float) else f"{k} {v}"
+                                                         for k, v in result.items() if k != "recordings"))
     return 0
 
 
@@ -107,7 +105,7 @@ def _recordings(args, config, loaded, voice, bounds: dict):
 
     return LiveRecordings(args.out or config.recordings_dir, manifest_for, scenario=config.scenario,
                           voice=voice, guard=WriteGuard(args.on_disk_full),
-                          announce=lambda d: print(f"recording: {d}", file=sys.stderr, flush=True))
+                          announce=lambda d: stderr_line(f"recording: {d}"))
 
 
 def _play(args, config, window, generation, loaded, threads, voice, recordings, bounds: dict) -> dict:
@@ -119,8 +117,8 @@ def _play(args, config, window, generation, loaded, threads, voice, recordings, 
         require_expressible(env)
         bounds["time"] = runtime.time_bounds(announce=True)
         typed = TypedCommands() if sys.stdin.isatty() else None
-        print(f"live: {env.scenario}, {loaded.model_id}, {threads} thread(s), window {'on' if window else 'off'}, "
-              f"voice {'on' if voice else 'off'}" + ("; type commands like 'turn left' + Enter" if typed else ""),
-              file=sys.stderr, flush=True)
+        stderr_line(f"live: {env.scenario}, {loaded.model_id}, {threads} thread(s), "
+                    f"window {'on' if window else 'off'}, voice {'on' if voice else 'off'}"
+                    + ("; type commands like 'turn left' + Enter" if typed else ""))
         return run_live(env, runtime, seconds=args.seconds, voice=voice, typed=typed, generation=generation,
                         progress=print_progress, recordings=recordings)

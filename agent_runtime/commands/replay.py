@@ -1,4 +1,4 @@
-"""`agent-runtime replay DIR`: check that a recording's .lmp re-renders the frames its events saw; optionally film it or re-run it."""
+"""`agent-runtime replay DIR`: check that a recording's .lmp re-renders the frames its events saw; film or re-run it."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import sys
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("dir", metavar="DIR", help="recording directory (manifest.json, events.jsonl, episode.lmp)")
-    p.add_argument("--video", metavar="OUT.mp4", help="also write an mp4 of the replay with action/Thinker/commentary overlays")
+    p.add_argument("--video", metavar="OUT.mp4",
+                   help="also write an mp4 of the replay with action/Thinker/commentary overlays")
     p.add_argument("--rerun", action="store_true",
                    help="also play the episode again (same model, seeds, step costs and user inputs) and compare its "
                         "actions with the recorded ones; exit 1 when they differ")

@@ -11,7 +11,8 @@ from agent_runtime.errors import UserError
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("dir", metavar="DIR", help="recording directory")
     p.add_argument("-o", "--out", default="timeline.png", help="PNG to write (default timeline.png)")
-    p.add_argument("--from", dest="from_s", type=float, metavar="S", help="start, session seconds (default: first event)")
+    p.add_argument("--from", dest="from_s", type=float, metavar="S",
+                   help="start, session seconds (default: first event)")
     p.add_argument("--to", dest="to_s", type=float, metavar="S", help="end, session seconds (default: last event)")
 
 

@@ -1,11 +1,9 @@
 """`agent-runtime train`: a LoRA adapter that makes the model score the expert's command highest.
 
-Reads DAgger data sets (`agent-runtime collect`), trains LoRA adapters with peft on the upper layers of the
-model the data was collected with (float32), class-balanced cross-entropy over the action stream's
-candidate commands, fixed seeds. Writes ADAPTER/ (peft's adapter_model.safetensors and adapter_config.json),
-ADAPTER/manifest.json (data hashes, base weight hash, settings, held-out accuracy per command, the curves)
-and ADAPTER/training.png; written into a temporary directory first and renamed, so a killed run leaves no
-half adapter.
+LoRA (peft) on the upper layers of the model the `collect` data came from, in float32, trained with
+class-balanced cross-entropy over the action stream's candidate commands, fixed seeds. ADAPTER/ holds peft's files,
+manifest.json (data hashes, base weight hash, settings, held-out accuracy, curves) and training.png; it is
+written to a temporary directory and renamed, so a killed run leaves no half adapter.
 """
 
 from __future__ import annotations
@@ -20,7 +18,9 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+from agent_runtime.commands import add_options, at_least, require_cuda, writable_dir
 from agent_runtime.errors import UserError
+from agent_runtime.notices import stderr_line
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -34,8 +34,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--layers-from", type=int, help="first layer with adapters (default: the upper half)")
     p.add_argument("--held-out", type=float, default=0.1, help="fraction of episodes held out (default 0.1)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, help="torch threads (default: the cores actually free)")
-    p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    add_options(p, "--threads", "--device")
 
 
 def _data_sets(dirs: list[str]) -> tuple[list[dict], list[list[dict]], str]:
@@ -51,43 +50,33 @@ def _data_sets(dirs: list[str]) -> tuple[list[dict], list[list[dict]], str]:
         decisions.append(parse_decisions(data))
     for key in ("buttons", "model_weight_hash"):
         if len({json.dumps(m.get(key)) for m in manifests}) > 1:
-            raise UserError(f"the data sets differ in {key}; train on data of one scenario's buttons and one base model")
+            raise UserError(f"the data sets differ in {key}; "
+                            "train on data of one scenario's buttons and one base model")
     if not any(decisions):
         raise UserError("the data sets hold no complete episode yet; run `agent-runtime collect` first")
     return manifests, decisions, h.hexdigest()[:16]
 
 
-def _check_args(args) -> None:
-    for name in ("steps", "batch", "rank"):
-        if getattr(args, name) < 1:
-            raise UserError(f"--{name} must be at least 1 (got {getattr(args, name)})")
-    if not 0 < args.held_out < 1:
-        raise UserError(f"--held-out must be between 0 and 1 (got {args.held_out})")
-    if args.device == "cuda":
-        import torch
-
-        if not torch.cuda.is_available():
-            raise UserError("--device cuda: no CUDA device is available here; use --device cpu")
-
-
 def run(args: argparse.Namespace) -> int:
     from agent_runtime.action_grammar import ActionGrammar
-    from agent_runtime.commands import writable_dir
     from agent_runtime.model_loader import EMBEDDED_MODEL_ID, load_for_cpu
     from agent_runtime.training.command_scores import Candidates
     from agent_runtime.training.lora_trainer import Example, TrainSettings, evaluate, split, train, with_adapters
 
-    _check_args(args)
+    at_least(args, 1, "--steps", "--batch", "--rank")
+    if not 0 < args.held_out < 1:
+        raise UserError(f"--held-out must be between 0 and 1 (got {args.held_out})")
+    require_cuda(args.device)
     manifests, decisions, data_hash = _data_sets(args.data)
-    # the candidates the collecting runtime compared (settings older data predates: what that runtime did)
     engine = _view_settings(manifests, args.data)
     out = Path(args.out)
     writable_dir(str(out.parent if str(out.parent) else "."), "--out")
     spec = args.model or (manifests[0]["model_id"] if manifests[0]["model_id"] != EMBEDDED_MODEL_ID else None)
     loaded = load_for_cpu(spec, dtype="float32", threads=args.threads, warn=False)  # training needs float32
     if loaded.base_weight_hash != manifests[0]["model_weight_hash"]:
-        raise UserError(f"the data was collected with weights {manifests[0]['model_weight_hash']}, but {loaded.model_id} "
-                        f"has {loaded.base_weight_hash}; pass the base model the data came from with --model")
+        raise UserError(f"the data was collected with weights {manifests[0]['model_weight_hash']}, but "
+                        f"{loaded.model_id} has {loaded.base_weight_hash}; pass the base model the data came from "
+                        "with --model")
     grammar = ActionGrammar(tuple(manifests[0]["buttons"]), loaded.tokenizer, scenario=manifests[0]["scenario"],
                             default_tics=engine["action_hold_tics"] or 4, hold_counts=engine["hold_counts"],
                             count_text=engine["hold_count_text"])
@@ -101,8 +90,8 @@ def run(args: argparse.Namespace) -> int:
     model = with_adapters(loaded.model.to(args.device), settings)
     pad = loaded.tokenizer.pad_token_id or 0
     before = evaluate(model, test_set, candidates, batch=settings.batch, pad_id=pad)
-    print(f"{len(train_set)} training and {len(test_set)} held-out decisions; held-out accuracy untrained "
-          f"{before['accuracy']:.1%}", file=sys.stderr, flush=True)
+    stderr_line(f"{len(train_set)} training and {len(test_set)} held-out decisions; held-out accuracy untrained "
+                f"{before['accuracy']:.1%}")
     t0 = time.monotonic()
     progress = _progress_bar(settings.steps)
     try:
@@ -117,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
         "scenarios": sorted({m["scenario"] for m in manifests}), "buttons": manifests[0]["buttons"],
         "candidates": list(candidates.texts), "settings": settings.__dict__, "train_decisions": len(train_set),
         "held_out_decisions": len(test_set), "held_out_untrained": before, "held_out": after, "engine": engine,
-        "block_masks": all(e.isolated is not None for e in examples),  # scored as the engine attends (see command_scores)
+        "block_masks": all(e.isolated is not None for e in examples),  # scored as the engine attends
         "train_seconds": round(time.monotonic() - t0, 1), "device": args.device, "history": curves,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
@@ -184,22 +173,15 @@ def _halve(weights: Path) -> None:
 
 
 def _plot(history: dict, path: Path, manifest: dict) -> None:
-    import matplotlib
+    from agent_runtime.benchmarks.measure import save_figure, subplots
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 3.5))
+    fig, ax = subplots(figsize=(7, 3.5))
     ax.plot(history["steps"], history["losses"], color="tab:blue", alpha=0.6, label="training loss")
-    ax.set_xlabel("step")
-    ax.set_ylabel("cross-entropy over commands")
+    ax.set(xlabel="step", ylabel="cross-entropy over commands",
+           title=f"LoRA imitation: {', '.join(manifest['scenarios'])}, {manifest['base_model_id']}")
     twin = ax.twinx()
     twin.plot(history["eval_steps"], history["accuracies"], color="tab:green", marker="o",
               label="held-out accuracy (a fixed sample; last point: all)")
-    twin.set_ylim(0, 1)
-    twin.set_ylabel("held-out accuracy")
-    ax.set_title(f"LoRA imitation: {', '.join(manifest['scenarios'])}, {manifest['base_model_id']}")
+    twin.set(ylim=(0, 1), ylabel="held-out accuracy")
     fig.legend(loc="upper right", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, dpi=110)

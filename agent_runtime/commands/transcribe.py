@@ -34,6 +34,6 @@ def run(args: argparse.Namespace) -> int:
         else:
             kind = "final  " if frame.final else "partial"
             command = f"  -> {frame.command}" if frame.final and frame.command else ""
-            print(f"{frame.t_ms / 1000:8.3f}s  {kind}  {frame.text!r}{command}  (audio age {frame.audio_age_ms:.1f} ms)",
-                  flush=True)
+            print(f"{frame.t_ms / 1000:8.3f}s  {kind}  {frame.text!r}{command}  "
+                  f"(audio age {frame.audio_age_ms:.1f} ms)", flush=True)
     return 0

@@ -37,7 +37,7 @@ class CollectJob:
         from agent_runtime.commands import collect, require_expressible
         from agent_runtime.config import load_config
         from agent_runtime.events import EventBus
-        from agent_runtime.fanout.cpu_probe import decide_once
+        from agent_runtime.fanout.episode_worker import decide_once
         from agent_runtime.runtime import Runtime
         from agent_runtime.training.expert_labeler import ExpertLabeler
 

@@ -25,7 +25,7 @@ class EpisodeJob:
 
     def setup(self, threads: int) -> dict:
         from agent_runtime.commands import episode
-        from agent_runtime.fanout.cpu_probe import decide_once
+        from agent_runtime.fanout.episode_worker import decide_once
         from agent_runtime.recording.write_guard import WriteGuard
 
         self.args.threads = threads  # the CPUs Ray reserved for this worker
@@ -51,27 +51,23 @@ class EpisodeJob:
 def run_episodes(args: argparse.Namespace, config, user_texts: dict, out_dir: Path | None,
                  record_root: Path | None) -> int:
     """Exit code 1 when an episode was lost (it failed on two workers), else 0."""
+    from agent_runtime.commands.episode import report
     from agent_runtime.fanout.worker_pool import RunStopped, run_on_ray
 
     tasks = [Task(i, (i, config.seed + i), f"episode {i}") for i in range(args.episodes)]
     job = EpisodeJob(args, config, user_texts, record_root)
+    done = 0
     with (out_dir / "results.jsonl").open("a") if out_dir else nullcontext() as results_file:
+
+        def on_result(task: Task, outcome: Outcome, worker) -> None:
+            """Each result as it arrives: the progress line over all workers, stdout, results.jsonl."""
+            nonlocal done
+            done += 1
+            report(args, done, outcome.result, results_file, where=f"episode {task.key} ({worker.name()}): ")
+
         try:
-            lost, _, _ = run_on_ray(args, job, tasks, _Reporter(args, results_file), command="episode")
+            lost, _, _ = run_on_ray(args, job, tasks, on_result, command="episode")
         except RunStopped as e:  # the worker's guard printed nothing here: say it once
             print(f"agent-runtime episode: {e}", file=sys.stderr, flush=True)
             return 1
     return 1 if lost else 0
-
-
-class _Reporter:
-    """Each result as it arrives: the progress line over all workers, stdout, results.jsonl."""
-
-    def __init__(self, args, results_file):
-        self.args, self.results_file, self.done = args, results_file, 0
-
-    def __call__(self, task: Task, outcome: Outcome, worker) -> None:
-        from agent_runtime.commands.episode import report
-
-        self.done += 1
-        report(self.args, self.done, outcome.result, self.results_file, where=f"episode {task.key} ({worker.name()}): ")

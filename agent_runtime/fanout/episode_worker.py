@@ -6,10 +6,12 @@ engine that died or a stop. max_concurrency=2: stop() must reach a play() in the
 
 from __future__ import annotations
 
+import fcntl
 import os
 import socket
 import traceback
 
+from agent_runtime import signals
 from agent_runtime.fanout.outcome import ENGINE_DIED, ERROR, INTERRUPTED, OK, RUN_STOPPED, USER_ERROR, Outcome, Task
 
 
@@ -30,8 +32,6 @@ class EpisodeWorker:
                                    **description})
 
     def play(self, task: Task) -> Outcome:
-        from agent_runtime import signals
-
         if self._stop_signum is not None:
             return Outcome(INTERRUPTED, detail="stopped before it started")
         try:
@@ -43,10 +43,27 @@ class EpisodeWorker:
 
     def stop(self, signum: int) -> None:
         """Ask the episode in progress to stop at its next step (its recording is closed as interrupted)."""
-        from agent_runtime import signals
-
         self._stop_signum = signum
         signals.request_stop(signals.Interrupted(signum))
+
+
+def decide_once(threads: int) -> None:
+    """One CPU-path decision per machine for all its workers, so they all run the same kernels: workers measuring
+    at once could pick different ones (fp32 sums in another order: not the same game). Under a machine-wide file
+    lock the first worker measures and caches; the others read the cache, and load_for_cpu then reuses it."""
+    from agent_runtime.cpu_path import cpu_path
+    from agent_runtime.model_loader import cache_dir
+
+    lock = cache_dir() / "cpu-probe" / ".fanout.lock"
+    try:
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(lock, "a")
+    except OSError:  # no writable cache: each worker measures (what a single process would do too)
+        cpu_path(threads=threads)
+        return
+    with handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        cpu_path(threads=threads)  # memoized in this process for the load that follows
 
 
 def _recording_of(e: BaseException) -> str | None:

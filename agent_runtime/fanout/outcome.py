@@ -35,7 +35,3 @@ class Outcome:
     result: Any = None
     detail: str = ""
     recording: str | None = None  # the recording directory the attempt wrote, when there was one
-
-    @property
-    def ok(self) -> bool:
-        return self.status == OK

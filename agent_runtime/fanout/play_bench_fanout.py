@@ -1,7 +1,7 @@
 """`agent-runtime bench play --workers N`: every (episode, agent) pair is one task for a Ray worker.
 
 The summary is computed from the results put back in episode order: the serial summary on the same seeds.
-What every bench worker and driver share (BenchJob, bench_on_ray) lives here too: `bench reaction` uses it.
+What every bench worker and driver share (PlayBenchJob, bench_on_ray) lives here too: `bench reaction` uses it.
 """
 
 from __future__ import annotations
@@ -11,20 +11,20 @@ import argparse
 from agent_runtime.fanout.outcome import Task, plain_args
 
 
-class BenchJob:
+class PlayBenchJob:
     """What a bench worker holds: the model (the adapter the command names, else the shipped one), one engine
-    and the players a subclass builds on them in `_build`."""
+    and the runtimes of the model agents `_build` makes on them."""
 
-    def __init__(self, args: argparse.Namespace):
-        self.args = plain_args(args)
-        self.env = self.fixed_cost = None
+    def __init__(self, args: argparse.Namespace, agents: tuple[str, ...]):
+        self.args, self.agents = plain_args(args), agents
+        self.env = self.fixed_cost = self.runtimes = None
 
     def setup(self, threads: int) -> dict:
         from agent_runtime.adapters import DEFAULT
         from agent_runtime.benchmarks.measure import machine_info
         from agent_runtime.clocks import FixedCost
         from agent_runtime.config import load_config
-        from agent_runtime.fanout.cpu_probe import decide_once
+        from agent_runtime.fanout.episode_worker import decide_once
         from agent_runtime.model_loader import load_for_cpu
 
         a = self.args
@@ -37,14 +37,6 @@ class BenchJob:
         return {"model": loaded.model_id, "cpu_path": loaded.cpu.name,
                 "adapter": loaded.adapter.hash if loaded.adapter else None,
                 "_machine": machine_info(loaded.model_id, loaded.cpu.threads, clock=clock, cpu=loaded.cpu)}
-
-
-class PlayBenchJob(BenchJob):
-    """`bench play`: the runtimes of the model agents, built on the model(s) and the worker's engine."""
-
-    def __init__(self, args: argparse.Namespace, agents: tuple[str, ...]):
-        super().__init__(args)
-        self.agents, self.runtimes = agents, None
 
     def _build(self, loaded, config) -> None:
         from agent_runtime.benchmarks.play_bench import play_runtimes
@@ -63,13 +55,13 @@ class PlayBenchJob(BenchJob):
                         think_tokens=self.args.think_tokens)
 
 
-def bench_on_ray(args: argparse.Namespace, job: BenchJob, agents, command: str,
-                  report_episode) -> tuple[dict, dict, dict]:
+def bench_on_ray(args: argparse.Namespace, job: PlayBenchJob, command: str, report_episode) -> tuple[dict, dict, dict]:
     """Episode i of every agent on the Ray workers: ({agent: its results in seed order}, what the fanned-out
     result adds to the serial one, the first worker's info). Prints the machine header."""
     from agent_runtime.benchmarks.measure import print_header
     from agent_runtime.fanout.worker_pool import run_on_ray
 
+    agents = job.agents
     tasks = [Task((i, name), None, f"episode {i} {name}") for i in range(args.episodes) for name in agents]
     results: dict[tuple[int, str], dict] = {}
 
@@ -90,7 +82,7 @@ def run_play_bench_on_ray(args: argparse.Namespace, agents: tuple[str, ...]) -> 
     """The serial bench's result (plus workers and the tasks lost) and the plot's title."""
     from agent_runtime.benchmarks.play_bench import report_episode, summarize_agents
 
-    per_agent, added, info = bench_on_ray(args, PlayBenchJob(args, agents), agents, "bench play", report_episode)
+    per_agent, added, info = bench_on_ray(args, PlayBenchJob(args, agents), "bench play", report_episode)
     result = {**summarize_agents(per_agent, episodes=args.episodes, seed=args.seed), **added}
     adapter = info.get("adapter")
     title = (f"{args.scenario}, {args.episodes} episodes, {info.get('model')}"

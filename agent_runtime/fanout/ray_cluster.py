@@ -61,8 +61,18 @@ def _init(ray, address: str | None) -> None:
     main_thread = threading.current_thread() is threading.main_thread()
     if main_thread and address is None:
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    kwargs = dict(include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    if address is None:
+        kwargs.update(num_cpus=_local_cpus(), object_store_memory=LOCAL_OBJECT_STORE_BYTES)
     try:
-        _init_with_retry(ray, address)
+        for tries_left in range(LOCAL_START_TRIES - 1, -1, -1):
+            try:
+                ray.init(address=address, **kwargs)
+                break
+            except Exception as e:  # Ray gives its local services 30 s: a busy machine may need a second go
+                ray.shutdown()
+                if address is not None or "timed out during startup" not in str(e) or not tries_left:
+                    raise
     except Exception as e:
         where = f"the Ray cluster at {address}" if address else "a local Ray"
         raise UserError(f"cannot start {where}: {first_line(e)}") from None
@@ -72,20 +82,6 @@ def _init(ray, address: str | None) -> None:
                 if handler is not None:
                     signal.signal(sig, handler)
             signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-
-
-def _init_with_retry(ray, address: str | None) -> None:
-    kwargs = dict(include_dashboard=False, log_to_driver=False, logging_level="ERROR")
-    if address is None:
-        kwargs.update(num_cpus=_local_cpus(), object_store_memory=LOCAL_OBJECT_STORE_BYTES)
-    for tries_left in range(LOCAL_START_TRIES - 1, -1, -1):
-        try:
-            ray.init(address=address, **kwargs)
-            return
-        except Exception as e:  # Ray gives its local services 30 s: a busy machine may need a second go
-            ray.shutdown()
-            if address is not None or "timed out during startup" not in str(e) or not tries_left:
-                raise
 
 
 def _local_cpus() -> int:

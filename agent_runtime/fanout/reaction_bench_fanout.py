@@ -8,27 +8,17 @@ from __future__ import annotations
 import argparse
 
 from agent_runtime.errors import UserError
-from agent_runtime.fanout.outcome import Task
-from agent_runtime.fanout.play_bench_fanout import BenchJob, bench_on_ray
+from agent_runtime.fanout.play_bench_fanout import PlayBenchJob, bench_on_ray
 
 
-class ReactionBenchJob(BenchJob):
+class ReactionBenchJob(PlayBenchJob):
     """`bench reaction`: one runtime (and its engine) that every agent plays on."""
-
-    runtime = None
 
     def _build(self, loaded, config) -> None:
         from agent_runtime.runtime import Runtime
 
-        self.runtime = Runtime.open(config, loaded=loaded, scenario=self.args.scenario, env_seed=self.args.seed)
-        self.env = self.runtime.env
-
-    def play(self, task: Task) -> dict:
-        from agent_runtime.benchmarks.reaction_bench import play_one
-
-        index, name = task.key
-        return play_one(name, self.env, self.runtime, seed=self.args.seed + index, think_tokens=self.args.think_tokens,
-                        max_tics=self.args.max_tics, fixed_cost=self.fixed_cost)
+        runtime = Runtime.open(config, loaded=loaded, scenario=self.args.scenario, env_seed=self.args.seed)
+        self.env, self.runtimes = runtime.env, {"trained": runtime}
 
 
 def run_reaction_bench_on_ray(args: argparse.Namespace) -> tuple[dict, str]:
@@ -37,7 +27,7 @@ def run_reaction_bench_on_ray(args: argparse.Namespace) -> tuple[dict, str]:
 
     if args.device != "cpu":
         raise UserError("--workers/--ray-address run on CPU workers; use --device cpu (or drop --workers)")
-    per_agent, added, _ = bench_on_ray(args, ReactionBenchJob(args), AGENTS, "bench reaction", report_episode)
+    per_agent, added, _ = bench_on_ray(args, ReactionBenchJob(args, AGENTS), "bench reaction", report_episode)
     empty = [name for name, runs in per_agent.items() if not runs]
     if empty:
         raise UserError(f"no episode of {', '.join(empty)} finished on any worker; nothing to summarize")

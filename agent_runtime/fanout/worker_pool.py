@@ -16,7 +16,7 @@ from typing import Any, Callable
 from agent_runtime import signals
 from agent_runtime.errors import UserError
 from agent_runtime.fanout.episode_worker import EpisodeWorker
-from agent_runtime.fanout.outcome import ENGINE_DIED, ERROR, INTERRUPTED, RUN_STOPPED, USER_ERROR, Outcome, Task
+from agent_runtime.fanout.outcome import ENGINE_DIED, ERROR, INTERRUPTED, OK, RUN_STOPPED, USER_ERROR, Outcome, Task
 from agent_runtime.fanout.ray_cluster import Cluster, connect
 from agent_runtime.fanout.task_queue import Attempt, TaskQueue
 
@@ -53,12 +53,11 @@ class WorkerPool:
 
     def __init__(self, cluster: Cluster, job, workers: int, *, command: str):
         self.cluster, self.job, self.command = cluster, job, command
-        ray = cluster.ray
         env_vars = {k: os.environ[k] for k in ENV_PASSED if k in os.environ}
         options = dict(num_cpus=cluster.cpus_per_worker, max_concurrency=2, max_restarts=0, max_task_retries=0)
         if env_vars and cluster.address:  # a local Ray inherits this environment already
             options["runtime_env"] = {"env_vars": env_vars}
-        self._actor_class = ray.remote(EpisodeWorker).options(**options)
+        self._actor_class = cluster.ray.remote(EpisodeWorker).options(**options)
         self.workers: list[Worker] = []
         self._replacements_left = workers
         self._inflight: dict[Any, Worker] = {}
@@ -111,13 +110,12 @@ class WorkerPool:
                 self._inflight[worker.actor.play.remote(attempt.task)] = worker
 
     def _wait_once(self, queue: TaskQueue, on_result) -> None:
-        ray = self.cluster.ray
         readying = {w.ready_ref: w for w in self._live() if w.info is None and w.ready_ref is not None}
         refs = list(self._inflight) + list(readying)
         if not refs:  # nothing to wait on (a retry waits for a worker other than the one it failed on)
             time.sleep(WAIT_S)
             return
-        done, _ = ray.wait(refs, num_returns=1, timeout=WAIT_S)
+        done, _ = self.cluster.ray.wait(refs, num_returns=1, timeout=WAIT_S)
         for ref in done:
             if ref in readying:
                 self._on_ready(readying[ref], ref)
@@ -166,12 +164,10 @@ class WorkerPool:
         on_result(attempt.task, outcome, worker)
 
     def _raise_on_error(self, outcome: Outcome, worker: Worker) -> None:
-        if outcome.status == USER_ERROR:
+        if outcome.status == USER_ERROR:  # the user's own words, not a worker's
             raise UserError(outcome.detail)
-        if outcome.status == ERROR:
-            raise WorkerError(f"{worker.name()}: {outcome.detail}")
-        if outcome.status == RUN_STOPPED:
-            raise RunStopped(f"{worker.name()}: {outcome.detail}")
+        if outcome.status in (ERROR, RUN_STOPPED):
+            raise {ERROR: WorkerError, RUN_STOPPED: RunStopped}[outcome.status](f"{worker.name()}: {outcome.detail}")
 
     def _retry(self, queue: TaskQueue, attempt: Attempt, worker: Worker, what: str) -> None:
         if queue.failed(attempt, worker.id, what):
@@ -191,15 +187,15 @@ class WorkerPool:
     def _finish(self, stop_signum: int | None, on_result) -> None:
         """A stop: every busy worker closes its episode's recording first (an episode that ended meanwhile is
         reported as usual). Then the actors end."""
-        ray = self.cluster.ray
         if self._inflight:
             for worker in set(self._inflight.values()):
                 worker.actor.stop.remote(stop_signum or signal.SIGINT)
-            done, _ = ray.wait(list(self._inflight), num_returns=len(self._inflight), timeout=STOP_TIMEOUT_S)
+            done, _ = self.cluster.ray.wait(list(self._inflight), num_returns=len(self._inflight),
+                                            timeout=STOP_TIMEOUT_S)
             for ref in done:
                 worker = self._inflight[ref]
                 outcome, _ = self._get(ref)
-                if outcome is not None and outcome.ok:
+                if outcome is not None and outcome.status == OK:
                     on_result(worker.attempt.task, outcome, worker)
                 elif outcome is not None and outcome.recording:
                     print(f"recording (incomplete, {outcome.status}): {outcome.recording}", file=sys.stderr,

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
 
 from agent_runtime.clocks import FixedCost
 from agent_runtime.config import RunConfig
 from agent_runtime.errors import UserError
 from agent_runtime.events import EventBus, Kind
 from agent_runtime.recording.manifest import Manifest
-from agent_runtime.recording.recording import Recording, RecordingWriter, default_recording_dir
+from agent_runtime.recording.recording import RecordingWriter, default_recording_dir
 from agent_runtime.recording.write_guard import WriteGuard
 
 
@@ -38,9 +37,8 @@ def episode_manifest(config: RunConfig, *, policy: str, env_seed: int, agent_see
         data["model"]["dtype"] = cpu.dtype
     if bounds is not None:
         data["budgets"]["max_action_age_ms"] = bounds.max_action_age_ms
-    seeds: dict[str, Any] = {"run": config.seed, "env": env_seed, "agent": agent_seed}
-    if model_seed is not None:
-        seeds["model"] = model_seed
+    seeds = {"run": config.seed, "env": env_seed, "agent": agent_seed,
+             **({"model": model_seed} if model_seed is not None else {})}
     manifest = Manifest.build(
         data, model_id=model_id, model_weight_hash=weight_hash, seeds=seeds, threads=threads,
         policy=policy, episode=index, think_tokens=think_tokens, max_tics=max_tics, lag_tics=lag_tics,
@@ -53,20 +51,21 @@ def episode_manifest(config: RunConfig, *, policy: str, env_seed: int, agent_see
     return manifest
 
 
-class EpisodeRecording:
-    """An open episode recording: bus (its sink is the event log) and the .lmp path to record to."""
+class EpisodeRecording(RecordingWriter):
+    """An open episode recording with its own bus, whose sink is the event log; .lmp_path is the .lmp to record to."""
 
-    def __init__(self, writer: RecordingWriter):
-        self.writer = writer
-        self.bus = EventBus(writer.dir.name, clock=writer.manifest.clock, keep=False)
-        self.bus.sinks.append(writer)
+    def __init__(self, directory: Path, manifest: Manifest, *, guard: WriteGuard | None = None):
+        super().__init__(directory, manifest, guard=guard)
+        self.writer = self  # what the voice writes its audio to (wav())
+        self.bus = EventBus(directory.name, clock=manifest.clock, keep=False)
+        self.bus.sinks.append(self)
 
     @classmethod
     def create(cls, root: str | Path, manifest: Manifest, *, scenario: str, index: int,
                guard: WriteGuard | None = None) -> EpisodeRecording:
         """A fresh directory <root>/<scenario>-seed<S>-ep<NNN>-<timestamp>; UserError when it cannot be made."""
         name = f"{Path(scenario).stem}-seed{manifest.seeds.get('env')}-ep{index:03d}"
-        return cls(Recording.create(default_recording_dir(root, name), manifest, guard=guard))
+        return super().create(default_recording_dir(root, name), manifest, guard=guard)
 
     @classmethod
     def create_mid_run(cls, root: str | Path, manifest: Manifest, *, scenario: str, index: int,
@@ -81,21 +80,12 @@ class EpisodeRecording:
             guard.report(root, e)
             return None
 
-    @property
-    def dir(self) -> Path:
-        return self.writer.dir
-
-    @property
-    def lmp_path(self) -> Path:
-        return self.writer.lmp_path
-
     def close(self, end_reason: str | None = None, detail: str | None = None) -> None:
         """Only after the env that recorded the .lmp is closed. end_reason (the episode did not run to its end): a
         session_end event says why and the manifest says complete: false."""
-        if self.writer.closed:
+        if self.closed:
             return
         if end_reason is not None:
             self.bus.emit(Kind.SESSION_END, "runtime", reason=end_reason, **({"detail": detail} if detail else {}))
-        self.writer.manifest.extra.update(complete=end_reason is None,
-                                          **({"end_reason": end_reason} if end_reason else {}))
-        self.writer.close()
+        self.manifest.extra.update(complete=end_reason is None, **({"end_reason": end_reason} if end_reason else {}))
+        super().close()

@@ -9,21 +9,22 @@ from __future__ import annotations
 import json
 import math
 import os
-import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from agent_runtime.errors import UserError
 from agent_runtime.events import Event
+from agent_runtime.recording.write_guard import GuardedFile, WriteGuard
 
 EVENTS_FILE = "events.jsonl"
 
-# Event field -> accepted JSON types (None = null allowed).
+_NULL = type(None)
+# Event field -> accepted JSON types (a bool is never a number here).
 _FIELDS: dict[str, tuple] = {
     "seq": (int,), "session": (str,), "stream": (str,), "generation": (int,), "kind": (str,),
-    "tic": (int, None), "t_mono": (int, float), "t_wall": (int, float), "clock": (str,),
-    "sim_ms": (int, float, None), "payload": (dict,),
+    "tic": (int, _NULL), "t_mono": (int, float), "t_wall": (int, float), "clock": (str,),
+    "sim_ms": (int, float, _NULL), "payload": (dict,),
 }
 
 
@@ -57,56 +58,26 @@ def encode_event(event: Event | Mapping[str, Any]) -> str:
         return json.dumps(_finite(json.loads(json.dumps(data, default=_jsonable))), separators=(",", ":"))
 
 
-class EventLogWriter:
-    """An EventBus sink that appends one line per event, unbuffered, so a killed process loses nothing; a failed
-    write is reported to the guard and ends the log there. fsync_every=N also forces it to disk every N events
-    (survives a power cut, a few ms each). Thread-safe: several threads emit."""
+class EventLogWriter(GuardedFile):
+    """An EventBus sink that appends one line per event, unbuffered, so a killed process loses nothing.
+    fsync_every=N also forces it to disk every N events (survives a power cut, a few ms each)."""
 
-    def __init__(self, path: str | Path, *, fsync_every: int | None = None, guard=None):
-        """guard: a WriteGuard that a failed write is reported to (the log then stops writing); None: raise."""
-        self.path = Path(path)
-        self.guard = guard
+    def __init__(self, path: str | Path, *, fsync_every: int | None = None, guard: WriteGuard | None = None):
         if fsync_every is not None and fsync_every < 1:
             raise ValueError("fsync_every must be >= 1 or None")
+        super().__init__(path, "ab", "event log", guard)
         self.fsync_every = fsync_every
-        try:  # unbuffered: a failed write leaves nothing behind to be flushed later
-            self._file = open(self.path, "ab", buffering=0)
-        except OSError as e:
-            raise UserError(f"cannot write event log {self.path}: {e.strerror or e}") from None
-        self._lock = threading.Lock()
         self.n_written = 0
 
     def write(self, event: Event | Mapping[str, Any]) -> None:
         line = (encode_event(event) + "\n").encode("utf-8")
-        with self._lock:
-            if self._file.closed or (self.guard is not None and self.guard.failed):
-                return  # emitted during shutdown, after the log was closed, or after a failed write: dropped
-            try:
-                self._write_all(line)
-                if self.fsync_every and (self.n_written + 1) % self.fsync_every == 0:
-                    os.fsync(self._file.fileno())
-            except OSError as e:
-                if self.guard is None:
-                    raise
-                self.guard.report(self.path, e)  # the rest of a line cut short stays unwritten
-                return
-            self.n_written += 1
+        self._guarded(lambda: self._append(line))
 
-    def _write_all(self, data: bytes) -> None:
-        """One line, in as many write() calls as the OS needs; a failure raises with the part written on disk."""
-        view = memoryview(data)
-        while view:
-            view = view[self._file.write(view):]
-
-    def close(self) -> None:
-        with self._lock:
-            if self._file.closed:
-                return
-            try:
-                os.fsync(self._file.fileno())
-            except OSError:
-                pass
-            self._file.close()
+    def _append(self, line: bytes) -> None:
+        self._write_all(line)
+        if self.fsync_every and (self.n_written + 1) % self.fsync_every == 0:
+            os.fsync(self._file.fileno())
+        self.n_written += 1
 
 
 def _decode_line(raw: bytes) -> Event | str:
@@ -124,20 +95,14 @@ def _decode_line(raw: bytes) -> Event | str:
     for key, kinds in _FIELDS.items():
         if key not in data:
             return f"missing key '{key}'"
-        value = data[key]
-        ok = (value is None and None in kinds) or (
-            not isinstance(value, bool) and any(k is not None and isinstance(value, k) for k in kinds)
-        )
-        if not ok:
+        if isinstance(data[key], bool) or not isinstance(data[key], kinds):
             return f"bad type for '{key}'"
     return Event(**{key: data[key] for key in _FIELDS})
 
 
 def parse_event_log(data: bytes, source: str = EVENTS_FILE) -> tuple[list[Event], list[str]]:
     """Events and warnings from the bytes of an event log; raises UserError (only) on corruption."""
-    if not isinstance(data, (bytes, bytearray)):
-        raise UserError(f"{source}: expected bytes")
-    lines = bytes(data).split(b"\n")
+    lines = data.split(b"\n")
     complete_last = lines[-1] == b""  # the file ends with a newline
     if complete_last:
         lines.pop()

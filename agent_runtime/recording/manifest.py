@@ -10,7 +10,7 @@ import json
 import os
 import platform
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,7 @@ FORMAT_VERSION = 1
 SUPPORTED_VERSIONS = (1,)
 MANIFEST_FILE = "manifest.json"
 PACKAGES = ("vizdoom", "torch", "transformers", "numpy")
+REQUIRED_FIELDS = {"scenario": str, "clock": str, "config": dict, "seeds": dict, "packages": dict, "created": str}
 # optional manifest fields -> (type, how an error names it); null is always allowed
 OPTIONAL_FIELDS = {"model_id": (str, "a string"), "model_weight_hash": (str, "a string"), "threads": (int, "an integer"),
                    "lmp": (dict, "an object")}
@@ -45,6 +46,18 @@ def hash_file(path: str | Path, *, digest_size: int = 16) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
+
+
+def write_json_atomic(path: str | Path, data: Any, *, sort_keys: bool = False) -> None:
+    """A crash leaves the old file or the new one, never half of one; nor a half-written temp file (a full disk)."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        tmp.write_text(json.dumps(data, indent=2, sort_keys=sort_keys, default=str) + "\n")
+        os.replace(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 @dataclass
@@ -75,22 +88,13 @@ class Manifest:
             seeds=dict(seeds) if seeds is not None else {"run": data.get("seed")}, threads=threads, extra=extra,
         )
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
     def write(self, path: str | Path) -> None:
         """Atomic: a crash leaves the old manifest or the new one, never half of one."""
-        path = Path(path)
-        tmp = path.with_name(path.name + ".tmp")
-        try:
-            tmp.write_text(json.dumps(self.to_dict(), indent=2, sort_keys=True, default=str) + "\n")
-            os.replace(tmp, path)
-        except OSError:  # a full disk: no half-written temp file is left beside the manifest
-            tmp.unlink(missing_ok=True)
-            raise
+        write_json_atomic(path, asdict(self), sort_keys=True)
 
     @classmethod
     def read(cls, path: str | Path) -> Manifest:
+        """UserError (naming the file) for anything that is not a manifest this runtime reads."""
         path = Path(path)
         try:
             data = json.loads(path.read_bytes())
@@ -100,20 +104,14 @@ class Manifest:
             raise UserError(f"{path}: cannot read: {e.strerror or e}") from None
         except (ValueError, RecursionError) as e:
             raise UserError(f"{path}: not valid JSON ({first_line(e)})") from None
-        return cls.from_dict(data, source=str(path))
-
-    @classmethod
-    def from_dict(cls, data: Any, *, source: str = MANIFEST_FILE) -> Manifest:
+        source = str(path)
         if not isinstance(data, dict):
             raise UserError(f"{source}: expected a JSON object at the top level")
         version = data.get("format_version")
         if version not in SUPPORTED_VERSIONS or isinstance(version, bool):
-            raise UserError(
-                f"{source}: unknown format_version {version!r} (this runtime reads "
-                f"{', '.join(map(str, SUPPORTED_VERSIONS))}); use the runtime version that wrote it"
-            )
-        expected = {"scenario": str, "clock": str, "config": dict, "seeds": dict, "packages": dict, "created": str}
-        for key, kind in expected.items():
+            raise UserError(f"{source}: unknown format_version {version!r} (this runtime reads "
+                            f"{', '.join(map(str, SUPPORTED_VERSIONS))}); use the runtime version that wrote it")
+        for key, kind in REQUIRED_FIELDS.items():
             if not isinstance(data.get(key), kind):
                 raise UserError(f"{source}: '{key}' is missing or not a {kind.__name__}")
         for key, (kind, what) in OPTIONAL_FIELDS.items():
@@ -123,8 +121,4 @@ class Manifest:
         extra = data.get("extra") or {}
         if not isinstance(extra, dict):
             raise UserError(f"{source}: 'extra' must be an object")
-        return cls(
-            scenario=data["scenario"], clock=data["clock"], config=data["config"], model_id=data.get("model_id"),
-            model_weight_hash=data.get("model_weight_hash"), seeds=data["seeds"], threads=data.get("threads"),
-            packages=data["packages"], created=data["created"], format_version=version, lmp=data.get("lmp"), extra=extra,
-        )
+        return cls(**{f.name: data.get(f.name) for f in fields(cls) if f.name != "extra"}, extra=extra)

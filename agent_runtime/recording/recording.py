@@ -14,8 +14,7 @@ import numpy as np
 
 from agent_runtime.errors import UserError
 from agent_runtime.events import Event
-from agent_runtime.recording.demo_file import demo_problem
-from agent_runtime.recording.engine_paths import fits_engine, short_temp_dir
+from agent_runtime.recording.engine_paths import demo_problem, fits_engine, short_temp_dir
 from agent_runtime.recording.event_log import EVENTS_FILE, EventLogWriter, read_event_log
 from agent_runtime.recording.manifest import MANIFEST_FILE, Manifest, hash_file
 from agent_runtime.recording.wav_writer import WavWriter
@@ -23,9 +22,7 @@ from agent_runtime.recording.write_guard import END_REASON as WRITE_FAILED
 from agent_runtime.recording.write_guard import WriteGuard
 
 LMP_FILE = "episode.lmp"
-MIC_WAV = "mic_in.wav"
-SPEECH_WAV = "speech_out.wav"
-WAV_FILES = {"mic_in": MIC_WAV, "speech_out": SPEECH_WAV}
+WAV_FILES = {"mic_in": "mic_in.wav", "speech_out": "speech_out.wav"}
 
 
 def screen_hash(screen: np.ndarray) -> str:
@@ -50,25 +47,30 @@ class RecordingWriter:
     """The open recording, an EventSink too. Close the DoomEnv first (it finishes the .lmp), then this writer: it
     stores the .lmp's hash (and moves it in from a short staging path when the directory's is too long)."""
 
-    def __init__(self, directory: Path, manifest: Manifest, *, fsync_every: int | None = None,
-                 guard: WriteGuard | None = None):
+    def __init__(self, directory: Path, manifest: Manifest, *, guard: WriteGuard | None = None):
         """guard: shared by the run's recordings; a failed write (a full disk) stops them all, never the play."""
         self.dir = directory
         self.manifest = manifest
+        self.manifest_path = directory / MANIFEST_FILE
+        self.final_lmp_path = directory / LMP_FILE  # where the finished .lmp lies once the recording is closed
         self.guard = guard or WriteGuard()
-        self.events = EventLogWriter(directory / EVENTS_FILE, fsync_every=fsync_every, guard=self.guard)
+        self.events = EventLogWriter(directory / EVENTS_FILE, guard=self.guard)
         self._wavs: dict[str, WavWriter] = {}
         self._staging_dir: Path | None = None
         self.closed = False
 
-    @property
-    def manifest_path(self) -> Path:
-        return self.dir / MANIFEST_FILE
-
-    @property
-    def final_lmp_path(self) -> Path:
-        """Where the finished .lmp lies once the recording is closed."""
-        return self.dir / LMP_FILE
+    @classmethod
+    def create(cls, directory: str | Path, manifest: Manifest, *, guard: WriteGuard | None = None) -> RecordingWriter:
+        """Make DIR (and parents), write the manifest, open the event log; never overwrites an existing recording."""
+        path = Path(directory).expanduser()
+        if (path / MANIFEST_FILE).exists():
+            raise UserError(f"{path} already holds a recording; choose a new directory")
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+            manifest.write(path / MANIFEST_FILE)
+        except OSError as e:
+            raise UserError(f"cannot create recording directory {path}: {e.strerror or e}") from None
+        return cls(path, manifest, guard=guard)
 
     @property
     def lmp_path(self) -> Path:
@@ -136,22 +138,12 @@ class Recording:
     def __init__(self, directory: Path, manifest: Manifest):
         self.dir = directory
         self.manifest = manifest
+        self.events_path = directory / EVENTS_FILE
+        self.lmp_path = directory / LMP_FILE
         self._events: list[Event] | None = None
         self.warnings: list[str] = []
 
-    @staticmethod
-    def create(directory: str | Path, manifest: Manifest, *, fsync_every: int | None = None,
-               guard: WriteGuard | None = None) -> RecordingWriter:
-        """Make DIR (parents too), write the manifest, open the event log. An existing recording is never overwritten."""
-        path = Path(directory).expanduser()
-        if (path / MANIFEST_FILE).exists():
-            raise UserError(f"{path} already holds a recording; choose a new directory")
-        try:
-            path.mkdir(parents=True, exist_ok=True)
-            manifest.write(path / MANIFEST_FILE)
-        except OSError as e:
-            raise UserError(f"cannot create recording directory {path}: {e.strerror or e}") from None
-        return RecordingWriter(path, manifest, fsync_every=fsync_every, guard=guard)
+    create = RecordingWriter.create  # the writer of a new recording directory
 
     @staticmethod
     def open(directory: str | Path) -> Recording:
@@ -159,14 +151,6 @@ class Recording:
         if not path.is_dir():
             raise UserError(f"recording directory not found: {path}")
         return Recording(path, Manifest.read(path / MANIFEST_FILE))
-
-    @property
-    def events_path(self) -> Path:
-        return self.dir / EVENTS_FILE
-
-    @property
-    def lmp_path(self) -> Path:
-        return self.dir / LMP_FILE
 
     @property
     def events(self) -> list[Event]:

@@ -13,8 +13,7 @@ from typing import Any
 
 from agent_runtime import signals
 from agent_runtime.errors import UserError, first_line
-from agent_runtime.recording.demo_file import demo_problem
-from agent_runtime.recording.engine_paths import engine_readable_lmp
+from agent_runtime.recording.engine_paths import demo_problem, engine_readable_lmp
 from agent_runtime.recording.manifest import MANIFEST_FILE, hash_file
 from agent_runtime.recording.recording import Recording, screen_hash
 from agent_runtime.events import Kind
@@ -28,10 +27,8 @@ def check_lmp_belongs(recording: Recording) -> None:
         raise UserError(f"{recording.dir}: an incomplete recording (the run ended early: {extra.get('end_reason')}) "
                         f"without a .lmp to replay; its events.jsonl holds what happened until then")
     if not lmp.is_file():
-        raise UserError(
-            f"{lmp}: not found; the .lmp is written when the episode ends or the DoomEnv closes "
-            f"(a run stopped mid-episode leaves no .lmp)"
-        )
+        raise UserError(f"{lmp}: not found; the .lmp is written when the episode ends or the DoomEnv closes "
+                        f"(a run stopped mid-episode leaves no .lmp)")
     problem = demo_problem(lmp)
     if problem is not None:  # the engine would crash on it
         raise UserError(f"{lmp}: {problem}; ViZDoom cannot replay a cut demo (its write failed: a full disk?); "
@@ -39,15 +36,13 @@ def check_lmp_belongs(recording: Recording) -> None:
     recorded = recording.manifest.lmp or {}
     lmp_scenario = recorded.get("scenario")
     if lmp_scenario is not None and lmp_scenario != recording.manifest.scenario:
-        raise UserError(
-            f"{lmp} was recorded on scenario '{lmp_scenario}' but {manifest_path} says '{recording.manifest.scenario}'"
-        )
+        raise UserError(f"{lmp} was recorded on scenario '{lmp_scenario}' but {manifest_path} says "
+                        f"'{recording.manifest.scenario}'")
     expected = recorded.get("blake2b")
     if expected is not None and hash_file(lmp) != expected:
-        raise UserError(
-            f"{lmp} is not the .lmp this recording made (its hash differs from the one in {manifest_path}); "
-            f"a .lmp from another episode or scenario (this one is '{recording.manifest.scenario}') replays wrong frames"
-        )
+        raise UserError(f"{lmp} is not the .lmp this recording made (its hash differs from the one in "
+                        f"{manifest_path}); a .lmp from another episode or scenario (this one is "
+                        f"'{recording.manifest.scenario}') replays wrong frames")
 
 
 @contextmanager
@@ -74,11 +69,11 @@ def replayed_frames(recording: Recording) -> Iterator[Iterator]:
 
 
 def _guarded(frames: Iterator, recording: Recording) -> Iterator:
+    """The engine's errors mid-replay as one UserError line."""
     try:
         yield from frames
     except Exception as e:
-        raise UserError(f"ViZDoom could not replay {recording.lmp_path}: "
-                        f"{first_line(e)}") from None
+        raise UserError(f"ViZDoom could not replay {recording.lmp_path}: {first_line(e)}") from None
 
 
 @dataclass
@@ -100,15 +95,15 @@ class ReplayReport:
         return {**asdict(self), "ok": self.ok}
 
     def describe(self) -> str:
-        head = (f"{self.recording}: {self.n_checked} frames checked, {self.n_mismatched} mismatched, "
-                f"{self.n_missing} missing ({self.n_frames_replayed} replayed, scenario {self.scenario})")
-        lines = [head]
+        lines = [f"{self.recording}: {self.n_checked} frames checked, {self.n_mismatched} mismatched, "
+                 f"{self.n_missing} missing ({self.n_frames_replayed} replayed, scenario {self.scenario})"]
         if self.first_mismatch:
             m = self.first_mismatch
             lines.append(f"first mismatch at tic {m['tic']} (event seq {m['seq']}): "
                          f"recorded {m['recorded']}, replayed {m['replayed']}")
         lines += [f"note: {n}" for n in self.notes]
-        lines.append("OK: the replay matches the recording" if self.ok else "MISMATCH: the replay differs from the recording")
+        lines.append("OK: the replay matches the recording" if self.ok
+                     else "MISMATCH: the replay differs from the recording")
         return "\n".join(lines)
 
 

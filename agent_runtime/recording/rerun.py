@@ -52,10 +52,7 @@ LEGACY_ENGINE = {"hold_counts": False, "decision_cadence": "frame", "action_log_
 
 def with_legacy_engine(config: dict) -> dict:
     """The manifest's config with the engine settings it predates set to what that runtime did."""
-    engine = dict(config.get("engine") or {})
-    for key, value in LEGACY_ENGINE.items():
-        engine.setdefault(key, value)
-    return {**config, "engine": engine}
+    return {**config, "engine": {**LEGACY_ENGINE, **(config.get("engine") or {})}}
 
 
 def first_divergence(recorded: list, rerun: list) -> dict[str, Any] | None:
@@ -65,14 +62,6 @@ def first_divergence(recorded: list, rerun: list) -> dict[str, Any] | None:
             as_dict = (lambda x: None if x is None else {"command": x[0], "frame_tic": x[1]})
             return {"index": index, "recorded": as_dict(a), "rerun": as_dict(b)}
     return None
-
-
-def _model_spec(model_id: str | None) -> str | None:
-    from agent_runtime.model_loader import EMBEDDED_MODEL_ID
-
-    if model_id is None:
-        raise UserError("the manifest names no model (model_id is null); only model-policy recordings can be re-run")
-    return None if model_id == EMBEDDED_MODEL_ID else model_id
 
 
 def rerun_recording(directory: str | Path | Recording) -> dict[str, Any]:
@@ -128,11 +117,13 @@ def _play_again(recording: Recording, config, costs: list[float], env_seed: int,
     """Load the recorded model (same weights, dtype, threads) and play the episode with the recorded inputs."""
     from agent_runtime.llm_episode import run_llm_episode
     from agent_runtime.runtime import Runtime
-    from agent_runtime.model_loader import load_for_cpu
+    from agent_runtime.model_loader import EMBEDDED_MODEL_ID, load_for_cpu
     from agent_runtime.recording.user_script import user_script_from_events
 
     manifest = recording.manifest
-    spec = _model_spec(manifest.model_id)
+    if manifest.model_id is None:
+        raise UserError("the manifest names no model (model_id is null); only model-policy recordings can be re-run")
+    spec = None if manifest.model_id == EMBEDDED_MODEL_ID else manifest.model_id
     # the recorded precision, threads and adapter (none when the manifest names none), whatever this CPU or the
     # config's default would pick: a rerun must compute what the run did
     loaded = load_for_cpu(spec, dtype=config.model.dtype, threads=manifest.threads or config.model.threads or 1,
@@ -151,10 +142,9 @@ def _play_again(recording: Recording, config, costs: list[float], env_seed: int,
         raise UserError(f"{source}: cannot start scenario {config.scenario}: "
                         f"{first_line(e)}") from None
     with runtime:
-        env = runtime.env
         user_script = user_script_from_events(recording.events, runtime.grammar)
         max_tics = manifest.extra.get("max_tics")
-        run_llm_episode(env, runtime, seed=env_seed, agent_seed=agent_seed, fixed_cost=fixed_cost, bus=bus,
+        run_llm_episode(runtime.env, runtime, seed=env_seed, agent_seed=agent_seed, fixed_cost=fixed_cost, bus=bus,
                         max_tics=max_tics if isinstance(max_tics, int) else None, replay_costs=costs,
                         user_script=user_script or None)
     return bus, threads, len(user_script)

@@ -190,10 +190,7 @@ def _draw_events(ax, shown, lane_y: dict) -> dict[str, tuple]:
 
 def _draw_bumps(ax, timed, shown, lo: float, *, top: float) -> int:
     """Every interruption as a vertical line through all lanes, numbered at the top; returns how many."""
-    generation_at_start = 0
-    for te in timed:
-        if te.t < lo:
-            generation_at_start = te.event.generation
+    generation_at_start = next((te.event.generation for te in reversed(timed) if te.t < lo), 0)
     ax.text(lo, top + 0.15, f"gen {generation_at_start}", fontsize=8, color="tab:red", ha="left", va="bottom")
     n_bumps = 0
     for te in shown:

@@ -16,24 +16,14 @@ UserScript = dict[int, tuple[str, Command | None]]
 
 def command_for_text(grammar: ActionGrammar, text: str | None) -> Command | None:
     """The grammar's command spelled `text` ("TURN_LEFT", "ATTACK 3"), or None when it is not one."""
-    if not text:
+    words = (text or "").strip().upper().split()
+    if not 1 <= len(words) <= 2 or (words[0] not in grammar.buttons and words[0] != NOOP):
         return None
-    words = text.strip().upper().split()
-    if not words or len(words) > 2:
+    if len(words) == 2 and not (words[1].isdigit() and int(words[1]) >= 1):
         return None
-    name = words[0]
-    if name not in grammar.buttons and name != NOOP:
-        return None
-    if len(words) == 1:
-        tics = grammar.default_tics
-    elif words[1].isdigit() and int(words[1]) >= 1:
-        tics = int(words[1])
-    else:
-        return None
-    for command in grammar.commands:
-        if command.name == name and command.tics == tics:
-            return command
-    return Command(name, {} if name == NOOP else {name: 1.0}, tics)
+    name, tics = words[0], int(words[1]) if len(words) == 2 else grammar.default_tics
+    return next((c for c in grammar.commands if c.name == name and c.tics == tics),
+                Command(name, {} if name == NOOP else {name: 1.0}, tics))
 
 
 def parse_user_text_args(values: Iterable[str] | None) -> dict[int, str]:

@@ -21,7 +21,9 @@ from agent_runtime.recording.timeline import event_text
 
 FENCED_SHOWN_TICS = TICS_PER_SECOND  # fenced actions stay on screen for a second
 PANEL_LINES = 7
-COMMENTARY_KINDS = ("commentary", "tts_chunk")
+# kinds whose text the overlay keeps showing until the next one -> the overlay's field for it
+TEXT_FIELDS = {Kind.THINKER_PARAGRAPH: "thinker", "commentary": "commentary", "tts_chunk": "commentary",
+               "asr_final": "user", "user_input": "user"}
 
 
 @dataclass
@@ -43,12 +45,8 @@ class OverlayState:
             self.action, self.action_tic = text or "?", tic
         elif event.kind == Kind.ACTION_FENCED:
             self.fenced.append((tic, text or "?"))
-        elif event.kind == Kind.THINKER_PARAGRAPH and text:
-            self.thinker = text
-        elif event.kind in COMMENTARY_KINDS and text:
-            self.commentary = text
-        elif event.kind in ("asr_final", "user_input") and text:
-            self.user = text
+        elif event.kind in TEXT_FIELDS and text:
+            setattr(self, TEXT_FIELDS[event.kind], text)
 
     def lines(self, tic: int, width_chars: int) -> list[tuple[str, tuple[int, int, int]]]:
         """(text, BGR color) rows of the panel under the game screen."""

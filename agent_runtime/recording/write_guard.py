@@ -8,11 +8,13 @@ plays on unrecorded; "stop" also stops the run cleanly at its next step (`signal
 from __future__ import annotations
 
 import errno
+import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from agent_runtime import signals
-from agent_runtime.errors import first_line
+from agent_runtime.errors import UserError, first_line
 from agent_runtime.notices import Notify, stderr_line
 
 ON_DISK_FULL = ("continue", "stop")
@@ -23,14 +25,6 @@ class RecordingStopped(Exception):
     """`--on-disk-full stop`: the run ended because its recording could not be written; exit code 1."""
 
     exit_code = 1
-
-
-def describe_error(error: BaseException) -> str:
-    """"No space left on device (ENOSPC)" for an OSError; the first line of anything else."""
-    if isinstance(error, OSError) and error.errno is not None:
-        name = errno.errorcode.get(error.errno, str(error.errno))
-        return f"{error.strerror or first_line(error)} ({name})"
-    return first_line(error)
 
 
 class WriteGuard:
@@ -53,12 +47,56 @@ class WriteGuard:
         with self._lock:
             if self.error is not None:
                 return
-            # an OSError is named with its path here; other errors (a UserError) already name theirs
-            self.error = (f"cannot write {path}: {describe_error(error)}" if isinstance(error, OSError)
-                          else first_line(error))
+            self.error = first_line(error)
+            if isinstance(error, OSError):  # named with its path and errno; other errors (a UserError) name theirs
+                code = f" ({errno.errorcode.get(error.errno, error.errno)})" if error.errno is not None else ""
+                self.error = f"cannot write {path}: {error.strerror or self.error}{code}"
         said = f"recording stopped: {self.error}; what was written stays readable; "
         if self.policy == "stop":
             self.notify(said + "stopping the run (--on-disk-full stop)")
             signals.request_stop(RecordingStopped(self.error))
         else:
             self.notify(said + "play goes on without recording (free space or record elsewhere with --out)")
+
+
+class GuardedFile:
+    """A recorded file, unbuffered (a failed write leaves nothing behind to be flushed later); its first failed
+    write goes to the guard and ends the file there. No guard: the write raises. Thread-safe."""
+
+    def __init__(self, path: str | Path, mode: str, what: str, guard: WriteGuard | None = None):
+        self.path = Path(path)
+        self.guard = guard
+        self._lock = threading.Lock()
+        try:
+            self._file = open(self.path, mode, buffering=0)
+        except OSError as e:
+            raise UserError(f"cannot write {what} {self.path}: {e.strerror or e}") from None
+
+    def _write_all(self, data: bytes) -> None:
+        """In as many write() calls as the OS needs; a failure raises with the part written on disk."""
+        view = memoryview(data)
+        while view:
+            view = view[self._file.write(view):]
+
+    def _guarded(self, write: Callable[[], None]) -> None:
+        """write() under the lock, unless the file is closed or the recording stopped (emitted during shutdown or
+        after a failed write: dropped)."""
+        with self._lock:
+            if self._file.closed or (self.guard is not None and self.guard.failed):
+                return
+            try:
+                write()
+            except OSError as e:
+                if self.guard is None:
+                    raise
+                self.guard.report(self.path, e)  # what a cut-short write left stays; nothing more is written
+
+    def close(self) -> None:
+        """fsync and close; a full disk leaves what was written."""
+        with self._lock:
+            if not self._file.closed:
+                try:
+                    os.fsync(self._file.fileno())
+                except OSError:
+                    pass
+                self._file.close()

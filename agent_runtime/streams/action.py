@@ -21,25 +21,17 @@ from agent_runtime.streams.stream import StepPlan, Stream
 from agent_runtime.view import View
 from agent_runtime.events import Kind
 
-DECISION_MODES = ("score", "decode")
-CADENCES = ("hold", "frame")
-
 
 class ActionStream(Stream):
     role = "action"
 
-    def __init__(self, store, sections, grammar, scorer, prompt: list[int], frames, *, mode: str,
-                 decisions_per_block: int, on_change, on_decision, stats, emit, cadence: str = "hold"):
-        if mode not in DECISION_MODES:
-            raise ValueError(f"decision_mode must be 'score' or 'decode', not {mode!r}")
-        if cadence not in CADENCES:
-            raise ValueError(f"decision_cadence must be 'hold' or 'frame', not {cadence!r}")
-        self.cadence = cadence
-        self.sections, self.grammar, self.scorer, self.prompt, self.frames = sections, grammar, scorer, prompt, frames
-        self.mode, self.decisions_per_block = mode, decisions_per_block
-        self.on_change, self.on_decision, self.stats, self.emit = on_change, on_decision, stats, emit
-        self.view = View(store, name="action")
-        self.view.start_own("actions")
+    def __init__(self, ctx, grammar, scorer, prompt: list[int], frames, *, mode: str, decisions_per_block: int,
+                 on_decision, cadence: str = "hold"):
+        super().__init__(ctx)
+        self.grammar, self.scorer, self.prompt, self.frames = grammar, scorer, prompt, frames
+        self.mode, self.decisions_per_block, self.cadence = mode, decisions_per_block, cadence
+        self.on_decision = on_decision
+        self.view = View(self.store, name="action", own_label="actions")
         self.decoder = None  # decode mode: the grammar walk under way
         self.unfed: list[int] = []  # the chosen command's tokens, fed with the next row
         self.frame = None
@@ -120,9 +112,7 @@ class ActionStream(Stream):
         if self.unfed:
             tail = StreamInput(View(self.view.store, self.view.blocks, own=self.view.own, name="action_log"),
                                self._take_unfed(), logits="none")
-        block = self.view.detach_own()
-        self.view.start_own("actions")
-        self.sections.add("actions", block)
+        self.sections.add("actions", self.view.roll_own("actions"))
         self.decisions_in_block = 0
         self.on_change()
         return tail

@@ -17,11 +17,11 @@ SENTENCE_ENDS = ".!?"
 class CommentaryStream(Stream):
     role = "commentary"
 
-    def __init__(self, store, tokenizer, prompt: list[int], *, context, sample, stats, emit, on_sentence=None,
+    def __init__(self, ctx, prompt: list[int], *, context, sample, on_sentence=None,
                  interval_ms: float = 4000.0, max_tokens: int = 24, end_tokens: set[int] = frozenset()):
         """context(): the blocks a new remark reads (none: no remark yet); on_sentence(text, generation)."""
-        self.store, self.tok, self.prompt, self.context, self.sample = store, tokenizer, prompt, context, sample
-        self.stats, self.emit, self.on_sentence = stats, emit, on_sentence
+        super().__init__(ctx)
+        self.prompt, self.context, self.sample, self.on_sentence = prompt, context, sample, on_sentence
         self.interval_ms, self.max_tokens, self.end_tokens = interval_ms, max_tokens, end_tokens
         self.view: View | None = None
         self.pending: list[int] = []
@@ -51,8 +51,7 @@ class CommentaryStream(Stream):
             context = self.context()
             if plan.now_ms - self.last_start_ms < self.interval_ms or not context:
                 return
-            self.view = View(self.store, context, name="commentary")
-            self.view.start_own("remark")
+            self.view = View(self.store, context, name="commentary", own_label="remark")
             self.pending, self.generation, self.text, self.sent_upto, self.tokens = (
                 list(self.prompt), plan.generation, "", 0, 0)
             self.last_start_ms = plan.now_ms

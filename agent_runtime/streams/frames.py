@@ -42,11 +42,9 @@ class FrameEntry:
 class FrameStream(Stream):
     role = "frame"
 
-    def __init__(self, store, sections, encode, bounds: TimeBounds, *, stats, emit, listened, signed: bool = False,
-                 aimed: bool = False):
-        self.store, self.sections, self.encode, self.bounds, self.signed = store, sections, encode, bounds, signed
-        self.aimed = aimed
-        self.stats, self.emit, self.listened = stats, emit, listened
+    def __init__(self, ctx, bounds: TimeBounds, *, listened, signed: bool = False, aimed: bool = False):
+        super().__init__(ctx)
+        self.bounds, self.listened, self.signed, self.aimed = bounds, listened, signed, aimed
         self.pending: deque[TimedFrame] = deque()
         self.in_view: deque[FrameEntry] = deque()
         self.status_text: str | None = None  # what the newest status block says
@@ -59,9 +57,7 @@ class FrameStream(Stream):
                       screen_hash=screen_hash(frame.screen) if frame.screen is not None else None)
 
     def newest(self) -> TimedFrame | None:
-        if self.pending:
-            return self.pending[-1]
-        return self.newest_in_view()
+        return self.pending[-1] if self.pending else self.newest_in_view()
 
     def newest_in_view(self) -> TimedFrame | None:
         return self.in_view[-1].timed if self.in_view else None
@@ -84,30 +80,28 @@ class FrameStream(Stream):
         if not self.pending:
             return
         timed = self.pending.pop()
-        status_tokens = self._schedule_status(timed, plan)
-        tokens = self.encode(frame_line(timed, self.signed, self.aimed))
-        block = self.store.create(f"frame{timed.frame.tic}")
-        plan.add(self, StreamInput(View(self.store, own=block, name="frame"), tokens, logits="none"), scratch=True)
-        plan.budget -= len(tokens) + status_tokens
+        status, status_tokens = status_line(timed.frame), 0
+        if status != self.status_text:
+            self.status_text = status
+            block, status_tokens = self._prefill(plan, "status", status, "status")
+            self.sections.add("status", block)
+        line = frame_line(timed, self.signed, self.aimed)
+        block, tokens = self._prefill(plan, f"frame{timed.frame.tic}", line, "frame")
+        plan.budget -= tokens + status_tokens
         self.in_view.append(FrameEntry(block, timed))
         self._publish()
         self.stats.frames_prefilled += 1
         self.emit(Kind.FRAME_PREFILLED, "frames", tic=timed.frame.tic, sim_ms=plan.now_ms,
-                  age_ms=plan.now_ms - timed.read_ms, tokens=len(tokens), status_tokens=status_tokens)
+                  age_ms=plan.now_ms - timed.read_ms, tokens=tokens, status_tokens=status_tokens)
         while len(self.in_view) > self.sections.caps["frames"]:
             self._evict_oldest()
 
-    def _schedule_status(self, timed: TimedFrame, plan: StepPlan) -> int:
-        text = status_line(timed.frame)
-        if text == self.status_text:
-            return 0
-        tokens = self.encode(text)
-        block = self.store.create("status")
-        plan.add(self, StreamInput(View(self.store, own=block, name="status"), tokens, logits="none"),
-                 role="status", scratch=True)
-        self.status_text = text
-        self.sections.add("status", block)
-        return len(tokens)
+    def _prefill(self, plan: StepPlan, label: str, text: str, role: str) -> tuple[Block, int]:
+        """A row prefilling `text` into a new block of its own (its creation hold is the caller's); its tokens."""
+        block, tokens = self.store.create(label), self.encode(text)
+        plan.add(self, StreamInput(View(self.store, own=block, name=role), tokens, logits="none"), role=role,
+                 scratch=True)
+        return block, len(tokens)
 
     def clear(self) -> None:
         """The game restarted: old frames leave the views (tics start over)."""

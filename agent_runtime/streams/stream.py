@@ -7,9 +7,23 @@ few items, or a scratch block no other view reads); per step expire, schedule, t
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
+from agent_runtime.block_sections import BlockSections
+from agent_runtime.kv_block_store import KVBlockStore
 from agent_runtime.model_runner import StreamInput
-from agent_runtime.view import View
+
+
+@dataclass
+class StreamContext:
+    """What the agent shares with every stream: the pool and its sections, the counters, events, the tokenizer."""
+
+    store: KVBlockStore
+    sections: BlockSections
+    stats: object  # the agent's AgentStats
+    emit: Callable  # emit(kind, stream, generation=, tic=, sim_ms=, **payload)
+    tok: object  # the tokenizer
+    on_change: Callable[[], None]  # a section changed: the views follow it
 
 
 @dataclass
@@ -33,14 +47,18 @@ class StepPlan:
     def add(self, stream: "Stream", inp: StreamInput, *, role: str | None = None, scratch: bool = False) -> None:
         self.rows.append(Row(stream, role or stream.role, inp, scratch))
 
-    def scratch_views(self) -> list[View]:
-        return [row.input.view for row in self.rows if row.scratch]
-
 
 class Stream:
     """Base: a stream without work. Subclasses override what they do."""
 
     role = "stream"
+
+    def __init__(self, ctx: StreamContext):
+        self.store, self.sections, self.stats, self.emit = ctx.store, ctx.sections, ctx.stats, ctx.emit
+        self.tok, self.on_change = ctx.tok, ctx.on_change
+
+    def encode(self, text: str) -> list[int]:
+        return self.tok.encode(text, add_special_tokens=False)
 
     def expire(self, now_ms: float, generation: int) -> None:
         """Drop stale work before anything is scheduled (the scheduler calls this first)."""

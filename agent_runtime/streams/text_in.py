@@ -1,6 +1,9 @@
 """Text coming in: the user's words and the commentary the user heard, each prefilled into a block of its own.
 
-A long text goes in chunks and joins its section when complete. User text is bounded (user_text_limits.py).
+A long text goes in chunks and joins its section when complete. User text is bounded, so a flood of typing or one
+endless line cannot fill the KV pool: texts cut to MAX_USER_TOKENS, at most MAX_PENDING_USER_TEXTS waiting, and
+the views' newest `user_blocks` bound user text to (user_blocks + 1) blocks of MAX_USER_TOKENS; what is cut or
+dropped is an event and, once, a line.
 """
 
 from __future__ import annotations
@@ -8,10 +11,16 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
+from agent_runtime.events import Kind
 from agent_runtime.model_runner import StreamInput
+from agent_runtime.prompts import USER_PREFIX
 from agent_runtime.streams.stream import StepPlan, Stream
 from agent_runtime.view import View
-from agent_runtime.events import Kind
+
+MAX_USER_TOKENS = 256  # a command is a few tokens; a paragraph of instructions still fits
+MAX_PENDING_USER_TEXTS = 4  # texts waiting for prefill; older ones are dropped when more arrive
+MAX_USER_TEXT_CHARS = 4096  # read or tokenized at most: well over MAX_USER_TOKENS tokens of ordinary text
+MAX_PENDING_TYPED_LINES = 16  # typed lines waiting for the engine loop
 
 
 @dataclass
@@ -22,13 +31,10 @@ class TextPrefill:
 
 
 class TextInStream(Stream):
-    def __init__(self, role: str, section: str, store, sections):
-        self.role, self.section, self.store, self.sections = role, section, store, sections
+    def __init__(self, role: str, section: str, ctx):
+        super().__init__(ctx)
+        self.role, self.section = role, section
         self.queue: deque[TextPrefill] = deque()
-
-    @property
-    def waiting(self) -> bool:
-        return bool(self.queue)
 
     def push(self, tokens: list[int]) -> None:
         self.queue.append(TextPrefill(tokens))
@@ -37,19 +43,16 @@ class TextInStream(Stream):
         """Prefill up to `size` tokens of the oldest text; True when that text is complete."""
         job = self.queue[0]
         if job.view is None:  # the view holds the new block until its text is complete
-            block = self.store.create(self.section)
-            job.view = View(self.store, own=block, name=self.role)
-            self.store.release(block)
+            job.view = View(self.store, name=self.role, own_label=self.section)
         chunk = job.tokens[job.done: job.done + size]
         job.done += len(chunk)
         plan.budget -= len(chunk)
-        if job.done < len(job.tokens):
-            plan.add(self, StreamInput(job.view, chunk, logits="none"))
-            return False  # continued next step
-        self.queue.popleft()
-        plan.add(self, StreamInput(job.view, chunk, logits="none"), scratch=True)  # the section keeps the block
-        self.sections.add(self.section, self.store.retain(job.view.own))
-        return True
+        complete = job.done >= len(job.tokens)  # else continued next step
+        plan.add(self, StreamInput(job.view, chunk, logits="none"), scratch=complete)
+        if complete:  # the section keeps the block
+            self.queue.popleft()
+            self.sections.add(self.section, self.store.retain(job.view.own))
+        return complete
 
     def close(self) -> None:
         for job in self.queue:
@@ -61,12 +64,13 @@ class TextInStream(Stream):
 class UserTextStream(TextInStream):
     """The user's typed or spoken words, bounded (see the module docstring)."""
 
-    def __init__(self, store, sections, *, max_tokens: int, max_pending: int, stats, emit, notice):
-        super().__init__("user", "user", store, sections)
-        self.max_tokens, self.max_pending = max_tokens, max_pending
-        self.stats, self.emit, self.notice = stats, emit, notice
+    def __init__(self, ctx, *, max_tokens: int, max_pending: int, notice):
+        super().__init__("user", "user", ctx)
+        self.max_tokens, self.max_pending, self.notice = max_tokens, max_pending, notice
 
-    def push_text(self, tokens: list[int], chars: int, now_ms: float) -> None:
+    def push_text(self, text: str, now_ms: float) -> None:
+        chars = len(text)
+        tokens = self.encode(USER_PREFIX + text[:MAX_USER_TEXT_CHARS])  # never tokenize an endless text whole
         if len(tokens) > self.max_tokens:
             self.stats.user_texts_truncated += 1
             self.emit(Kind.USER_TEXT_TRUNCATED, "user", sim_ms=now_ms, chars=chars, tokens=len(tokens),

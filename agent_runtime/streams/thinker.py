@@ -14,16 +14,13 @@ from agent_runtime.events import Kind
 class ThinkerStream(Stream):
     role = "thinker"
 
-    def __init__(self, store, sections, tokenizer, prompt: list[int], *, paragraph_tokens: int, end_tokens,
-                 sample, on_change, stats, emit, while_deciding: bool = True):
+    def __init__(self, ctx, prompt: list[int], *, paragraph_tokens: int, end_tokens, sample, while_deciding=True):
         """while_deciding=False: no token in a step where the action stream decides (its cost is the reaction),
         unless the Thinker sat out the step before too (decisions on every step must not starve it)."""
+        super().__init__(ctx)
         self.while_deciding, self.sat_out = while_deciding, False
-        self.sections, self.tok, self.prompt = sections, tokenizer, prompt
-        self.paragraph_budget, self.end_tokens, self.sample = paragraph_tokens, end_tokens, sample
-        self.on_change, self.stats, self.emit = on_change, stats, emit
-        self.view = View(store, name="thinker")
-        self.view.start_own("thought")
+        self.prompt, self.paragraph_budget, self.end_tokens, self.sample = prompt, paragraph_tokens, end_tokens, sample
+        self.view = View(self.store, name="thinker", own_label="thought")
         self.pending = list(prompt)
         self.paragraph_tokens = 0
 
@@ -46,9 +43,8 @@ class ThinkerStream(Stream):
             self.emit(Kind.TOKEN, "thinker", sim_ms=plan.now_ms, token=token, text=text)
 
     def _end_paragraph(self, now_ms: float) -> None:
-        block = self.view.detach_own()
+        block = self.view.roll_own("thought")
         block.sealed = True
-        self.view.start_own("thought")
         self.sections.add("thoughts", block)
         self.stats.thinker_paragraphs += 1
         self.emit(Kind.THINKER_PARAGRAPH, "thinker", sim_ms=now_ms, text=self.tok.decode(block.token_ids))

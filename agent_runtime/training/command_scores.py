@@ -1,19 +1,12 @@
 """Candidate-command scores for a batch of views, as the action stream computes them at run time.
 
-A command's score is the summed log-probability of its tokens after the view (CommandScorer's numbers). For
-one-token commands that is one row of the last position's log-softmax; a multi-token command (a word with its
-hold count) also reads the rows of its prefix run as a continuation of the view, from the view's cache. Views of
-different lengths are padded on the left, so every view ends at the same position and only the logits that are
-scored are computed.
+A command's score is the summed log-probability of its tokens after the view (CommandScorer's numbers); a
+multi-token command (a word with its hold count) also reads its prefix, run as a continuation from the view's
+cache. Views are padded on the left, so all end at the same position and only the scored logits are computed.
 
-Every view of a data set starts with the same system prompt (about half its tokens). The tokens all sequences of
-a batch share are run once, and their keys and values serve every sequence (with gradients, so adapters learn
-through them too): the same numbers as running each sequence whole, for about half the compute.
-
-The runtime prefills a frame line, the status, user text and the system prompt each into a block that attends only
-to itself, and the action prompt then reads those blocks' keys and values. A plain causal forward over the
-concatenated tokens computes something else (their tokens would attend everything before them), so views carry
-their isolated spans (View.isolated_spans) and the views pass masks each span to itself.
+The tokens all views of a batch share (the system prompt, about half of them) run once and serve every view, with
+gradients: the same numbers for about half the compute. The runtime prefills some blocks (frame line, status, user
+text, system prompt) attending only to themselves; views carry them (View.isolated_spans) and are masked to match.
 """
 
 from __future__ import annotations

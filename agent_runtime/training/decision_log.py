@@ -1,11 +1,9 @@
 """The DAgger data set on disk: one JSON line per decision, one per finished episode, and a manifest.
 
-decisions.jsonl holds, per decision of the action stream, the exact tokens its view read (system prompt,
-user text, thoughts, action log, status, frames, the action prompt: what a plain model would read), the
-command the model chose and the expert's label for the same frame. episodes.jsonl gets a line when an
-episode is complete, with the byte length decisions.jsonl had then. Both are append-only and flushed per
-line, so a killed run leaves readable files; a resumed run cuts decisions.jsonl back to the last complete
-episode (the partial one is played again) and goes on with the next episode.
+decisions.jsonl holds per decision the exact tokens the action view read (what a plain model would read), the
+model's command and the expert's label for the same frame; episodes.jsonl a line per complete episode, with the
+byte length decisions.jsonl had then. Both are append-only and flushed per line, so a killed run leaves readable
+files; a resumed run cuts decisions.jsonl back to the last complete episode and plays that one again.
 """
 
 from __future__ import annotations
@@ -16,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent_runtime.errors import UserError, first_line
+from agent_runtime.recording.manifest import write_json_atomic
 
 FORMAT_VERSION = 1
 DECISIONS = "decisions.jsonl"
@@ -26,18 +25,18 @@ IDENTITY_KEYS = ("scenario", "model_id", "model_weight_hash", "adapter")  # a re
 
 @dataclass
 class Decision:
+    """One decisions.jsonl line, its keys in this order."""
+
     episode: int
     frame_tic: int
-    tokens: list[int]
     chosen: str  # the model's command (button name or NOOP)
     label: str  # the expert's command for the same frame
     label_tics: int
+    tokens: list[int]
     isolated: list[list[int]] | None = None  # View.isolated_spans(): blocks whose tokens attended only each other
 
     def to_json(self) -> str:
-        return json.dumps({"episode": self.episode, "frame_tic": self.frame_tic, "chosen": self.chosen,
-                           "label": self.label, "label_tics": self.label_tics, "tokens": self.tokens,
-                           **({"isolated": self.isolated} if self.isolated is not None else {})})
+        return json.dumps({k: v for k, v in vars(self).items() if k != "isolated" or v is not None})
 
 
 def _read_lines(path: Path) -> list[dict]:
@@ -86,9 +85,7 @@ class DecisionLog:
                     raise UserError(f"{self.dir} holds data collected with {key} {old.get(key)!r}, not "
                                     f"{manifest.get(key)!r}; resume with the same settings or pick another --out")
             return
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps({"format_version": FORMAT_VERSION, **manifest}, indent=2, default=str) + "\n")
-        os.replace(tmp, path)
+        write_json_atomic(path, {"format_version": FORMAT_VERSION, **manifest})
 
     @property
     def next_episode(self) -> int:

@@ -1,15 +1,12 @@
 """DAgger labels: the current model plays, the lag-aware expert says what it would do on each decision's frame.
 
-Which expert: "view" (default), the expert restricted to what the action view holds (training/view_expert.py),
-whose labels a model can learn from the view; "full", the privileged expert of `episode --policy expert`.
+Expert "view" (default; training/view_expert.py) sees only what the action view holds, so a model can learn its
+labels; "full" is the privileged expert of `episode --policy expert`. Executed actions reach the expert as commands
+in flight, so each label accounts for what was already commanded since the frame, as the expert does in play.
 
-The labeller watches two things: the agent's decisions (the view tokens the action stream read and the frame
-it decided on) and the executor's action_executed events, which it feeds to the expert as commands in
-flight, so each label accounts for what was already commanded since the frame, as the expert does in play.
-
-DAgger mixes the two players: with probability `expert_acts` a decision executes the expert's command instead of
-the model's (1.0 in a first round gives states along the expert's own good play, which an untrained model never
-reaches: it dies in the first seconds; 0.0 lets the model meet its own mistakes). Every decision is labelled.
+With probability `expert_acts` a decision executes the expert's command instead of the model's (1.0 in a first
+round reaches the states of the expert's good play, which an untrained model never does: it dies in the first
+seconds; 0.0 lets the model meet its own mistakes). Every decision is labelled.
 """
 
 from __future__ import annotations
@@ -42,9 +39,7 @@ class ExpertLabeler:
                                                                                                        aimed=aimed)
         self.aimed = aimed and not full
         self.log, self.words, self.expert_acts = log, words or {}, expert_acts
-        self.rng = random.Random(0)
-        self.episode = 0
-        self.decisions = self.agreed = self.expert_acted = 0
+        self.start_episode(0)
 
     def start_episode(self, episode: int, seed: int = 0) -> None:
         """A new episode; `seed` draws which decisions the expert acts (the same episode, the same draws)."""
@@ -57,7 +52,7 @@ class ExpertLabeler:
         spans): store it with the label; return the expert's command when the expert acts this decision."""
         label, tics = (self.expert.command_for(timed.frame, timed.turn_in_flight) if self.aimed
                        else self.expert.command_for(timed.frame))
-        self.log.add(Decision(self.episode, timed.frame.tic, list(tokens), command.name, label, tics, isolated))
+        self.log.add(Decision(self.episode, timed.frame.tic, command.name, label, tics, list(tokens), isolated))
         self.decisions += 1
         self.agreed += label == command.name
         if self.expert_acts and self.rng.random() < self.expert_acts:

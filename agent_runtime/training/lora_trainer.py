@@ -1,10 +1,9 @@
 """LoRA imitation of the expert: cross-entropy over the action stream's candidate commands, class-balanced.
 
-The model learns to score the expert's command highest among exactly the candidates the action stream
-compares at run time (candidate_scores), from exactly the tokens its view read (the DAgger data set). Only
-the upper layers get adapters, so backpropagation stops there; batches are drawn with equal weight per
-expert command (whatever its hold), so a frequent command (turning while nothing is in view) cannot drown the
-rare ones.
+The model learns to score the expert's command highest among exactly the candidates the action stream compares
+at run time (candidate_scores), from exactly the tokens its view read (the DAgger data set). Only the upper layers
+get adapters, so backpropagation stops there; batches weigh every expert command (whatever its hold) equally, so
+a frequent one (turning while nothing is in view) cannot drown the rare ones.
 """
 
 from __future__ import annotations
@@ -54,17 +53,14 @@ class TrainHistory:
 
 def split(examples: list[Example], held_out: float, seed: int) -> tuple[list[Example], list[Example]]:
     """Whole episodes go to the held-out set (decisions of one episode are alike); one episode: decisions."""
-    rng = random.Random(seed)
-    episodes = sorted({e.episode for e in examples})
-    if len(episodes) >= 2:
-        rng.shuffle(episodes)
-        test_eps = set(episodes[: max(1, round(held_out * len(episodes)))])
-        return [e for e in examples if e.episode not in test_eps], [e for e in examples if e.episode in test_eps]
-    order = list(range(len(examples)))
-    rng.shuffle(order)
-    cut = max(1, round(held_out * len(examples)))
-    test = set(order[:cut])
-    return [e for i, e in enumerate(examples) if i not in test], [e for i, e in enumerate(examples) if i in test]
+    units = sorted({e.episode for e in examples})
+    by_episode = len(units) >= 2
+    if not by_episode:
+        units = list(range(len(examples)))
+    random.Random(seed).shuffle(units)
+    test = set(units[: max(1, round(held_out * len(units)))])
+    held = [(e.episode if by_episode else i) in test for i, e in enumerate(examples)]
+    return [e for e, h in zip(examples, held) if not h], [e for e, h in zip(examples, held) if h]
 
 
 def eval_sample(test_set: list[Example], size: int, seed: int) -> list[Example]:
@@ -135,7 +131,7 @@ def train(model, train_set: list[Example], test_set: list[Example], candidates: 
         model.train()
         chunk = next(batches)
         scores = candidate_scores(model, [e.tokens for e in chunk], candidates, pad_id=pad_id,
-                                     isolated=[e.isolated for e in chunk])
+                                  isolated=[e.isolated for e in chunk])
         loss = torch.nn.functional.cross_entropy(scores, torch.tensor([e.label for e in chunk]))
         optimizer.zero_grad(set_to_none=True)
         loss.backward()

@@ -1,8 +1,5 @@
-"""Audio in and out behind one callback interface (sounddevice's signatures), with or without a sound card.
-
-So the voice pipeline cannot tell a real device from a WAV file or an array. `open_stream` raises
-NoAudioDeviceError (listing what was found) when there is no device; ArrayMicrophone and RecordingSpeaker run
-as fast as they are pumped.
+"""Audio in and out behind sounddevice's callback interface, so the voice pipeline cannot tell a sound card from a
+WAV file or an array (ArrayMicrophone and RecordingSpeaker run as fast as they are pumped).
 """
 
 from __future__ import annotations
@@ -44,23 +41,18 @@ def read_wav(path: str | Path) -> tuple[np.ndarray, int]:
         raise UserError(f"no such file: {path}")
     try:
         with wave.open(str(path), "rb") as w:
-            channels, width, rate, n = w.getnchannels(), w.getsampwidth(), w.getframerate(), w.getnframes()
-            raw = w.readframes(n)
+            channels, width, rate = w.getnchannels(), w.getsampwidth(), w.getframerate()
+            raw = w.readframes(w.getnframes())
     except (wave.Error, EOFError) as e:
         why = f" ({e})" if str(e) else ""
         raise UserError(f"{path} is not a PCM WAV file{why}; convert it with e.g. `ffmpeg -i IN -ac 1 OUT.wav`") from None
-    if width == 1:
-        x = (np.frombuffer(raw, np.uint8).astype(np.float32) - 128.0) / 128.0
-    elif width == 2:
-        x = np.frombuffer(raw, "<i2").astype(np.float32) / 32768.0
-    elif width == 3:
-        b = np.frombuffer(raw, np.uint8).reshape(-1, 3).astype(np.int32)
-        v = b[:, 0] | (b[:, 1] << 8) | (b[:, 2] << 16)
-        x = (np.where(v >= 1 << 23, v - (1 << 24), v)).astype(np.float32) / float(1 << 23)
-    elif width == 4:
-        x = np.frombuffer(raw, "<i4").astype(np.float32) / float(1 << 31)
-    else:
+    if width not in (1, 2, 3, 4):
         raise UserError(f"{path}: unsupported sample width {width} bytes")
+    # every width as the top bytes of a little-endian int32 (8-bit WAV is unsigned: flip its sign bit); exact
+    b = np.frombuffer(raw, np.uint8)
+    wide = np.zeros((b.size // width, 4), np.uint8)
+    wide[:, 4 - width :] = b[: wide.size // 4 * width].reshape(-1, width) ^ np.uint8(0x80 if width == 1 else 0)
+    x = wide.view("<i4")[:, 0].astype(np.float32) / float(1 << 31)
     if x.size == 0 or x.size < channels:
         raise UserError(f"{path} contains no audio samples")
     x = x[: x.size - x.size % channels].reshape(-1, channels).mean(axis=1)
@@ -79,19 +71,16 @@ def resample(x: np.ndarray, src_rate: int, dst_rate: int, taps_per_side: int = 1
     n_out = int(math.ceil(x.size * up / down))
     k = np.arange(-taps_per_side + 1, taps_per_side + 1)  # input offsets around floor(t)
     phases = np.arange(up) / up  # fractional part of the input position, per phase
-    # position of tap k relative to the exact input time t = base + frac
-    d = k[None, :] - phases[:, None]  # [up, K]
+    d = k[None, :] - phases[:, None]  # [up, K]: where tap k sits relative to the exact input time t = base + frac
     half = taps_per_side + 1.0
     window = np.kaiser(2 * taps_per_side + 1, 8.0)
     w = np.interp(d, np.linspace(-half, half, window.size), window, left=0.0, right=0.0)
     table = (cutoff * np.sinc(cutoff * d) * w).astype(np.float32)  # [up, K]
-    padded = np.concatenate([np.zeros(taps_per_side, np.float32), x, np.zeros(taps_per_side + 1, np.float32)])
+    padded = np.pad(x, (taps_per_side, taps_per_side + 1))
     out = np.empty(n_out, np.float32)
-    step = 8192
-    for s in range(0, n_out, step):
-        n = np.arange(s, min(s + step, n_out), dtype=np.int64)
-        base = (n * down) // up
-        phase = (n * down) % up
+    for s in range(0, n_out, 8192):  # in slices: the gathered taps of a long file would not fit in memory
+        n = np.arange(s, min(s + 8192, n_out), dtype=np.int64)
+        base, phase = divmod(n * down, up)
         idx = base[:, None] + k[None, :] + taps_per_side
         out[s : s + n.size] = np.einsum("nk,nk->n", padded[idx], table[phase])
     return out
@@ -129,9 +118,7 @@ class ArrayMicrophone(_DeviceFreeStream):
     def __init__(self, samples: np.ndarray, callback: AudioCallback, blocksize: int = BLOCK_FRAMES,
                  samplerate: int = SAMPLE_RATE):
         self.samples = np.asarray(samples, np.float32).reshape(-1)
-        self.callback = callback
-        self.blocksize = blocksize
-        self.samplerate = samplerate
+        self.callback, self.blocksize, self.samplerate = callback, blocksize, samplerate
         self.position = 0
 
     @property
@@ -143,8 +130,7 @@ class ArrayMicrophone(_DeviceFreeStream):
         sent = 0
         while not self.finished and (n_blocks is None or sent < n_blocks):
             block = self.samples[self.position : self.position + self.blocksize]
-            if block.size < self.blocksize:
-                block = np.concatenate([block, np.zeros(self.blocksize - block.size, np.float32)])
+            block = np.pad(block, (0, self.blocksize - block.size))
             t = self.position / self.samplerate
             self.position += self.blocksize
             self.callback(block.reshape(-1, 1), self.blocksize, CallbackTime(inputBufferAdcTime=t, currentTime=t), None)
@@ -156,9 +142,7 @@ class RecordingSpeaker(_DeviceFreeStream):
     """A speaker that pulls blocks from an output callback and keeps them, for tests and files."""
 
     def __init__(self, callback: AudioCallback, blocksize: int = 1024, samplerate: int = 22_050):
-        self.callback = callback
-        self.blocksize = blocksize
-        self.samplerate = samplerate
+        self.callback, self.blocksize, self.samplerate = callback, blocksize, samplerate
         self.blocks: list[np.ndarray] = []
         self.frames = 0  # pulled so far: the stream time of the next block
 
@@ -195,20 +179,16 @@ def _devices() -> list[dict]:
 
 
 def describe_devices() -> str:
-    devices = _devices()
-    if not devices:
-        return "no audio devices found"
+    """The devices PortAudio found, for the error messages that say why none could be used."""
     return "; ".join(f"[{i}] {d['name']} (in {d['max_input_channels']}, out {d['max_output_channels']})"
-                     for i, d in enumerate(devices))
+                     for i, d in enumerate(_devices())) or "no audio devices found"
 
 
 def _pick_device(kind: str, device: int | str | None) -> int | str | None:
-    devices = _devices()
     key = "max_input_channels" if kind == "input" else "max_output_channels"
-    usable = [i for i, d in enumerate(devices) if d[key] > 0]
+    usable = [i for i, d in enumerate(_devices()) if d[key] > 0]
     if not usable:
-        found = describe_devices()
-        raise NoAudioDeviceError(f"no {kind} audio device; devices found: {found}. "
+        raise NoAudioDeviceError(f"no {kind} audio device; devices found: {describe_devices()}. "
                                  f"Use a WAV file instead (e.g. `agent-runtime transcribe FILE.wav`).")
     if device is not None:
         return device

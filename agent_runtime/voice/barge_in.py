@@ -74,8 +74,9 @@ class BargeInController:
 
     def feed(self, frames: list, stream_ms: float) -> None:
         for frame in frames:
-            if isinstance(frame, SpeechOnset):
-                self._on_onset(frame)
+            if isinstance(frame, SpeechOnset):  # speech may have begun: pause (reversible) on a live cue
+                if frame.cue in self.onset_cues:
+                    self._begin(frame.detected_ms, frame.cue)
             elif isinstance(frame, OnsetRejected):
                 if self._tentative:
                     self._resume(f"no speech ({frame.reason})")
@@ -99,34 +100,29 @@ class BargeInController:
         self._prefix.reset()
         self._resume()
 
-    def _on_onset(self, onset: SpeechOnset) -> None:
-        """Speech may have begun: pause now (reversible); SpeechStarted confirms, OnsetRejected resumes."""
-        if (onset.cue not in self.onset_cues or self.mode == "half_duplex" or not self.playback.active
-                or self.playback.paused or self._pending is not None):
+    def _begin(self, detected_ms: float, cue: str = "speech") -> None:
+        """A barge-in attempt while the agent talks: pause (silent from the next block, the queue kept), or interrupt
+        at once (immediate, on SpeechStarted); a tentative onset's pause waits for SpeechStarted or a rejection."""
+        if (self.mode == "half_duplex" or not self.playback.active or self.playback.paused
+                or self._pending is not None):  # half_duplex: should not hear anything while talking; ignore
             return
-        self._pending = BargeInRecord(time.monotonic(), onset.detected_ms, cue=onset.cue)
+        self._pending = BargeInRecord(time.monotonic(), detected_ms, cue=cue)
         self.records.append(self._pending)
-        self._tentative = True
-        self.playback.pause()  # silent from the next block; the queue is kept
+        self._tentative = cue != "speech"
+        if self.mode == "immediate" and not self._tentative:
+            self._interrupt("vad")
+        else:
+            self.playback.paused = True
 
     def _on_speech_started(self, event: SpeechStarted) -> None:
         self._speech_start_ms = event.t_ms
         self._prefix.reset()
-        if self._tentative:  # confirmed: go on as if the pause had come with SpeechStarted
-            self._tentative = False
-            self._pending.confirmed_wall = time.monotonic()
-            if self.mode == "immediate":
-                self._interrupt("vad")
-            return
-        if (self.mode == "half_duplex" or not self.playback.active or self.playback.paused
-                or self._pending is not None):  # half_duplex: should not hear anything while talking; ignore
-            return
-        self._pending = BargeInRecord(time.monotonic(), event.detected_ms)
-        self.records.append(self._pending)
+        if not self._tentative:
+            return self._begin(event.detected_ms)
+        self._tentative = False  # confirmed: go on as if the pause had come with SpeechStarted
+        self._pending.confirmed_wall = time.monotonic()
         if self.mode == "immediate":
             self._interrupt("vad")
-        else:  # pause_confirm
-            self.playback.pause()  # silent from the next block; the queue is kept
 
     def _on_hypothesis(self, hyp: Hypothesis) -> None:
         self._prefix.update(hyp.text, hyp.final)
@@ -148,7 +144,7 @@ class BargeInController:
         record = self._pending
         generation = self.session.bump(f"barge-in:{reason}")  # TTS and playback drop everything older
         bump_wall = time.monotonic()
-        self.playback.resume()
+        self.playback.paused = False
         if self.on_interrupt is not None:
             self.on_interrupt(generation, reason)
         if record is not None:
@@ -162,4 +158,4 @@ class BargeInController:
             self._pending.outcome = "resumed"
             self._pending.reason = self._pending.reason or reason
         self._pending, self._tentative = None, False
-        self.playback.resume()
+        self.playback.paused = False

@@ -24,9 +24,8 @@ FORM = f"{ENV}=device-free[:mic=FILE.wav,fail-at=SECONDS,back-after=SECONDS]"
 class Outage:
     """Both device-free devices are gone from fail_at seconds after the first audio block until back_at."""
 
-    def __init__(self, fail_at: float, back_after: float | None):
-        self.fail_at = fail_at
-        self.back_at = fail_at + (math.inf if back_after is None else back_after)
+    def __init__(self, fail_at: float = math.inf, back_after: float = math.inf):
+        self.fail_at, self.back_at = fail_at, fail_at + back_after
         self.t0: float | None = None  # the first audio block
 
     def check(self, kind: str, started: bool = True) -> None:
@@ -56,45 +55,36 @@ class _Speaker(RecordingSpeaker):
 
 
 def voice_options(environ=os.environ) -> dict:
-    """VoiceIO's keyword arguments for DOOM_AGENT_AUDIO ({} when it is unset: the sound devices)."""
+    """VoiceIO's keyword arguments for DOOM_AGENT_AUDIO ({} when it is unset: the sound devices); a value not of
+    the form is a UserError that shows it."""
     value = environ.get(ENV, "").strip()
     if not value:
         return {}
-    mic, fail_at, back_after = _parse(value)
-    outage = Outage(math.inf if fail_at is None else fail_at, back_after)
-    return {"device_free": True, **device_free_openers(None if mic is None else load_audio_16k(mic), outage)}
-
-
-def _parse(value: str) -> tuple[str | None, float | None, float | None]:
-    """mic, fail-at and back-after of a DOOM_AGENT_AUDIO value; anything else is a UserError that shows the form."""
     kind, _, rest = value.partition(":")
     try:
         options = dict(item.split("=", 1) for item in rest.split(",") if item)
         mic = options.pop("mic", None)
-        fail_at, back_after = (float(options.pop(k)) if k in options else None for k in ("fail-at", "back-after"))
+        outage = Outage(**{k.replace("-", "_"): float(options.pop(k)) for k in ("fail-at", "back-after")
+                           if k in options})
     except ValueError:
         options = None
     if kind != "device-free" or options != {}:
         raise UserError(f"cannot read {ENV}={value!r}; the form is {FORM}")
-    return mic, fail_at, back_after
+    return {"device_free": True, **device_free_openers(None if mic is None else load_audio_16k(mic), outage)}
 
 
 def device_free_openers(samples: np.ndarray | None = None, outage: Outage | None = None) -> dict:
     """VoiceIO's open_input/open_output for an array microphone (`samples`, or silence) and a speaker that only feeds
-    the recording. Each is made once and reopened while present (the microphone goes on where it stopped); with an
+    the recording. Both are made once and reopened while present (the microphone goes on where it stopped); with an
     outage both fail together."""
-    outage = outage or Outage(math.inf, None)
-    samples = np.zeros(0, np.float32) if samples is None else samples
-    made: dict = {}
+    mic = _Microphone(np.zeros(0, np.float32) if samples is None else samples, None)
+    speaker = _Speaker(None)
+    mic.outage = speaker.outage = outage or Outage()
 
-    def opener(kind: str, make):
+    def opener(kind: str, stream):
         def open_stream(callback):
-            outage.check(kind, started=False)
-            if kind not in made:
-                made[kind] = make(callback)
-                made[kind].outage = outage
-            return made[kind]
+            stream.outage.check(kind, started=False)
+            return stream.connect(callback)
         return open_stream
 
-    return {"open_input": opener("input", lambda cb: _Microphone(samples, cb)),
-            "open_output": opener("output", lambda cb: _Speaker(cb))}
+    return {"open_input": opener("input", mic), "open_output": opener("output", speaker)}

@@ -1,14 +1,13 @@
-"""Sound devices that fail mid-session: noticed, reported once, reopened when they come back.
-
-A watchdog thread checks each stream every `poll_s`; a failed one is closed, said once (an event and a line) and
-reopened every `retry_s` until that works. Audio threads only *report* a failure (`fail`): closing a stream
-from its own callback can deadlock PortAudio.
+"""Sound devices that fail mid-session: a watchdog thread closes a failed stream, says so once (an event and a line)
+and reopens it every `retry_s`. Audio threads only *report* failures: closing a stream from its own callback can
+deadlock PortAudio.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -16,16 +15,15 @@ from agent_runtime.errors import first_line
 from agent_runtime.events import Kind
 from agent_runtime.notices import Notify, stderr_line
 
-LABELS = {"input": ("microphone", "listening"), "output": ("speaker", "speech")}
+# per direction: the device's name, what stops without it, the stream its events go to
+LABELS = {"input": ("microphone", "listening", "asr"), "output": ("speaker", "speech", "playback")}
 
 
 def _close_quietly(stream) -> None:
     """A stream on a vanished device may fail to stop or close; it is dropped either way."""
-    for step in ("stop", "close"):
-        try:
-            getattr(stream, step)()
-        except Exception:
-            pass
+    for step in (stream.stop, stream.close):
+        with suppress(Exception):
+            step()
 
 
 @dataclass
@@ -44,7 +42,8 @@ class _Slot:
 
 class AudioDeviceGuard:
     """Owns the input and output streams: opens them, watches them, reopens them after a failure. on_change(kind,
-    stream): lost (None) or (re)opened; refresh(): before a retry with every device lost (PortAudio rescans then)."""
+    stream): lost (None) or (re)opened; emit(kind, stream, **payload): the events; refresh(): before a retry with
+    every device lost (PortAudio rescans then)."""
 
     def __init__(self, openers: dict[str, Callable[[], Any]], *, on_change: Callable[[str, Any], None],
                  emit: Callable[..., None], notify: Notify | None = None,
@@ -78,10 +77,6 @@ class AudioDeviceGuard:
         for slot in self.slots.values():
             if slot.stream is not None:
                 _close_quietly(slot.stream)
-
-    def current(self, kind: str):
-        """The open stream of `kind`, or None while its device is lost."""
-        return self.slots[kind].stream
 
     def alive(self, kind: str) -> None:
         """A callback ran: the device is delivering."""
@@ -125,17 +120,15 @@ class AudioDeviceGuard:
         slot.lost_at, slot.next_retry = now, now + self.retry_s
         self.on_change(slot.kind, None)
         _close_quietly(stream)
-        label, what = LABELS[slot.kind]
-        self.emit(Kind.AUDIO_DEVICE_LOST, device=slot.kind, reason=reason, retry_s=self.retry_s)
+        label, what, events = LABELS[slot.kind]
+        self.emit(Kind.AUDIO_DEVICE_LOST, events, device=slot.kind, reason=reason, retry_s=self.retry_s)
         self.notify(f"voice: the {label} failed ({reason}); play goes on without {what}; "
                     f"trying to reopen it every {self.retry_s:g} s")
 
     def _retry(self, slot: _Slot, now: float) -> None:
         if self.refresh is not None and all(s.stream is None for s in self.slots.values()):
-            try:
+            with suppress(Exception):
                 self.refresh()
-            except Exception:
-                pass
         stream = None
         try:
             stream = slot.opener()
@@ -147,6 +140,6 @@ class AudioDeviceGuard:
             return
         slot.stream, slot.last_alive, slot.failure = stream, time.monotonic(), None
         self.on_change(slot.kind, stream)
-        label, what = LABELS[slot.kind]
-        self.emit(Kind.AUDIO_DEVICE_RESTORED, device=slot.kind, after_s=round(now - slot.lost_at, 3))
+        label, what, events = LABELS[slot.kind]
+        self.emit(Kind.AUDIO_DEVICE_RESTORED, events, device=slot.kind, after_s=round(now - slot.lost_at, 3))
         self.notify(f"voice: the {label} is back; {what} again")

@@ -1,12 +1,12 @@
 """The playback buffer between TTS and the speaker: bounded, generation-checked, and honest about what was heard.
 
-TTS outruns playback ~100x, so the buffer bounds depth (`push` waits) and age (late chunks are dropped), and
-drops an older generation's chunks at a bump and at every block: the next block is silence. Only text whose
-audio was played is reported as heard, so only heard text enters the history.
+TTS outruns playback ~100x: depth is bounded (`push` waits) and so is age (late chunks are dropped). An older
+generation's chunks go at a bump: the next block is silence. Only text whose audio was played counts as heard.
 """
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections import deque
@@ -46,17 +46,14 @@ class PlaybackBuffer:
 
     def __init__(self, session: SessionGeneration, sample_rate: int = 22_050, max_depth_ms: float = 1500.0,
                  max_age_ms: float = 4000.0):
-        self.session = session
-        self.sample_rate = sample_rate
-        self.max_depth_ms = max_depth_ms
-        self.max_age_ms = max_age_ms
+        self.session, self.sample_rate = session, sample_rate
+        self.max_depth_ms, self.max_age_ms = max_depth_ms, max_age_ms
         self.stats = PlaybackStats()
         self._queue: deque[SpeechChunk] = deque()
         self._current: SpeechChunk | None = None
         self._offset = 0  # samples of _current already played
-        self._queued_samples = 0
         self._cond = threading.Condition()
-        self.paused = False  # silent while True, the queue kept (a barge-in not yet confirmed)
+        self.paused = False  # silent from the next block while True, the queue kept (a barge-in not confirmed)
         self._heard_end: dict[int, int] = {}  # utterance -> char offset heard so far
         self._open: dict[int, SpeechChunk] = {}  # utterances started but not finished: a chunk of each
         self._heard_log: list[HeardSpeech] = []
@@ -73,7 +70,7 @@ class PlaybackBuffer:
 
     def push(self, chunk: SpeechChunk, timeout: float | None = None) -> bool:
         """Queue a chunk; waits while the buffer is full. False when the chunk is (or became) stale."""
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = time.monotonic() + (math.inf if timeout is None else timeout)
         with self._cond:
             while True:
                 if self._closed:
@@ -83,12 +80,11 @@ class PlaybackBuffer:
                     return False
                 if self._queued_ms() < self.max_depth_ms or not self._queue:
                     break
-                left = None if deadline is None else deadline - time.monotonic()
-                if left is not None and left <= 0:
+                left = deadline - time.monotonic()
+                if left <= 0:
                     return False
-                self._cond.wait(0.05 if left is None else min(0.05, left))
+                self._cond.wait(min(0.05, left))
             self._queue.append(chunk)
-            self._queued_samples += chunk.samples.size
             self._open.setdefault(chunk.utterance, chunk)
             self.stats.depth_ms = self._queued_ms()
             self.stats.max_depth_ms = max(self.stats.max_depth_ms, self.stats.depth_ms)
@@ -98,13 +94,6 @@ class PlaybackBuffer:
         """Drop everything queued (the speaker was lost); returns how many chunks were dropped."""
         with self._cond:
             return self._drop_stale(None)
-
-    def pause(self) -> None:
-        """Silence from the next block on, keeping the queue (a barge-in not yet confirmed)."""
-        self.paused = True
-
-    def resume(self) -> None:
-        self.paused = False
 
     @property
     def active(self) -> bool:
@@ -143,18 +132,16 @@ class PlaybackBuffer:
             self._note_interruptions(silent=pos == 0, t=block_start)
             self.stats.depth_ms = self._queued_ms()
             self._cond.notify_all()
+        outdata.fill(0.0)
         outdata[:, 0] = out
-        if outdata.shape[1] > 1:
-            outdata[:, 1:] = 0.0
 
     def _queued_ms(self) -> float:
         rest = 0 if self._current is None else self._current.samples.size - self._offset
-        return (self._queued_samples + rest) * 1000.0 / self.sample_rate
+        return (sum(c.samples.size for c in self._queue) + rest) * 1000.0 / self.sample_rate
 
     def _next_chunk(self, now: float) -> bool:
         while self._queue:
             chunk = self._queue.popleft()
-            self._queued_samples -= chunk.samples.size
             if (now - chunk.created) * 1000.0 > self.max_age_ms:
                 self.stats.discarded_late += 1  # skipped; the utterance goes on (with a gap)
                 if chunk.last:
@@ -174,24 +161,14 @@ class PlaybackBuffer:
     def _drop_stale(self, generation: int | None) -> int:
         """Drop the chunks not of `generation` (None: all; counted as stale) and close their utterances as cut off."""
         stale = (lambda c: True) if generation is None else (lambda c: c.generation != generation)
-        dropped = 0
-        if self._current is not None and stale(self._current):
-            self._close(self._current, interrupted=True)
+        gone = [c for c in [self._current, *self._queue] if c is not None and stale(c)]
+        if gone and gone[0] is self._current:
             self._current, self._offset = None, 0
-            dropped += 1
-        keep = deque()
-        for chunk in self._queue:
-            if stale(chunk):
-                dropped += 1
-                self._queued_samples -= chunk.samples.size
-                self._close(chunk, interrupted=True)
-            else:
-                keep.append(chunk)
-        self._queue = keep
-        self.stats.discarded_stale += dropped
-        for first in [c for c in self._open.values() if stale(c)]:
-            self._close(first, interrupted=True)  # aborted synthesis never sends its last chunk
-        return dropped
+        self._queue = deque(c for c in self._queue if not stale(c))
+        self.stats.discarded_stale += len(gone)
+        for chunk in gone + [c for c in self._open.values() if stale(c)]:  # aborted synthesis sends no last chunk
+            self._close(chunk, interrupted=True)
+        return len(gone)
 
     def _close(self, chunk: SpeechChunk, interrupted: bool) -> None:
         """Record an utterance's heard text once: at its last chunk or when its chunks are dropped."""
@@ -209,18 +186,13 @@ class PlaybackBuffer:
             self._pending_bumps.append(bump)
 
     def _note_interruptions(self, silent: bool, t: float) -> None:
-        for rec in self.stats.interruptions:
-            if rec["silent_after_blocks"] is None:
-                if silent:
-                    rec["silent_after_blocks"] = rec["blocks_seen"]
-                    rec["silence_ms"] = (t - rec["t"]) * 1000.0
-                else:
-                    rec["blocks_seen"] += 1
-        while self._pending_bumps:
-            bump = self._pending_bumps.pop(0)
-            rec = {"generation": bump.generation, "reason": bump.reason, "t": bump.t,
-                   "blocks_seen": 0, "silent_after_blocks": None, "silence_ms": None}
-            if silent:  # this block was filled after the bump
-                rec["silent_after_blocks"] = 0
-                rec["silence_ms"] = (t - bump.t) * 1000.0
-            self.stats.interruptions.append(rec)
+        """Time each bump until the first silent block (a bump's record opens at the block filled after it)."""
+        waiting = [rec for rec in self.stats.interruptions if rec["silent_after_blocks"] is None]
+        for rec in waiting:
+            rec["blocks_seen"] += not silent
+        new = [{"generation": bump.generation, "reason": bump.reason, "t": bump.t, "blocks_seen": 0,
+                "silent_after_blocks": None, "silence_ms": None} for bump in self._pending_bumps]
+        self._pending_bumps.clear()
+        self.stats.interruptions.extend(new)
+        for rec in waiting + new if silent else ():
+            rec["silent_after_blocks"], rec["silence_ms"] = rec["blocks_seen"], (t - rec["t"]) * 1000.0

@@ -1,6 +1,5 @@
-"""Streaming command recognition: silero VAD endpointing in front of pocketsphinx with a JSGF grammar.
-
-Partial hypotheses can change; only a `StablePrefix` or a final result is meant to be committed.
+"""Streaming command recognition: silero VAD endpointing in front of pocketsphinx with a JSGF grammar. Partial
+hypotheses can change; only a `StablePrefix` or a final result is meant to be committed.
 """
 
 from __future__ import annotations
@@ -47,10 +46,9 @@ class Hypothesis:
 
 
 class CommandRecognizer:
-    """pocketsphinx decoding against the command grammar, one utterance at a time, incrementally.
-
-    CMN only adapts while decoding, so a session's first utterance is often misheard ("turn left" -> "shoot"):
-    the first `warmup_utterances` finals are decoded a second time with the adapted CMN (~10 ms)."""
+    """pocketsphinx decoding against the command grammar, incrementally. CMN only adapts while decoding, so a
+    session's first utterance is often misheard ("turn left" -> "shoot"): the first `warmup_utterances` finals are
+    decoded a second time with the adapted CMN (~10 ms)."""
 
     def __init__(self, grammar: str | None = None, warmup_utterances: int = 1):
         import pocketsphinx as ps
@@ -122,27 +120,23 @@ class ListeningPipeline:
         arrival = time.monotonic() if arrival is None else arrival
         frames: list[OnsetEvent | VadEvent | Hypothesis] = []
         for w in self.vad.process(block):
-            if w.onset is not None:  # tentative (SpeechOnset / OnsetRejected): for a barge-in's reversible pause
-                frames.append(w.onset)
-            event = w.event
-            if isinstance(event, SpeechStarted):
-                frames.append(event)
-                self._begin(event)
-            if self.recognizer.in_utterance:
-                self.recognizer.feed(w.samples)
-                self._since_partial_ms += float(WINDOW_MS)
-                if isinstance(event, SpeechStopped):
-                    frames.append(event)
-                    frames.extend(self._end(w.end_ms, arrival, event.t_ms))
-                elif w.end_ms - self._speech_start_ms >= self.max_utterance_ms:
-                    frames.append(UtteranceCut(w.end_ms, self._speech_start_ms, float(self.max_utterance_ms)))
-                    frames.extend(self._end(w.end_ms, arrival, w.end_ms))
-                elif self._since_partial_ms >= self.partial_every_ms:
-                    frames.extend(self._partial(w.end_ms, arrival))
-            else:
-                if isinstance(event, SpeechStopped):  # the end of speech cut above: listeners still need it
-                    frames.append(event)
+            # onset: tentative (SpeechOnset / OnsetRejected), for a barge-in's reversible pause; a SpeechStopped
+            # after an UtteranceCut still goes out: listeners need it
+            frames.extend(e for e in (w.onset, w.event) if e is not None)
+            if isinstance(w.event, SpeechStarted):
+                self._begin(w.event)
+            if not self.recognizer.in_utterance:
                 self._preroll.append(w.samples)
+                continue
+            self.recognizer.feed(w.samples)
+            self._since_partial_ms += float(WINDOW_MS)
+            if isinstance(w.event, SpeechStopped):
+                frames.extend(self._hypothesis(w.end_ms, arrival, w.event.t_ms))
+            elif w.end_ms - self._speech_start_ms >= self.max_utterance_ms:
+                frames.append(UtteranceCut(w.end_ms, self._speech_start_ms, float(self.max_utterance_ms)))
+                frames.extend(self._hypothesis(w.end_ms, arrival, w.end_ms))
+            elif self._since_partial_ms >= self.partial_every_ms:
+                frames.extend(self._hypothesis(w.end_ms, arrival))
         return frames
 
     def reset(self) -> None:
@@ -157,7 +151,7 @@ class ListeningPipeline:
         """End of stream: finish an open utterance (a file that ends mid-speech)."""
         if not self.recognizer.in_utterance:
             return []
-        return self._end(self.stream_ms, time.monotonic() if arrival is None else arrival, self.stream_ms)
+        return self._hypothesis(self.stream_ms, time.monotonic() if arrival is None else arrival, self.stream_ms)
 
     def _begin(self, event: SpeechStarted) -> None:
         self._utterance += 1
@@ -169,20 +163,15 @@ class ListeningPipeline:
             self.recognizer.feed(chunk)
         self._preroll.clear()
 
-    def _partial(self, t_ms: float, arrival: float) -> list[Hypothesis]:
+    def _hypothesis(self, t_ms: float, arrival: float, speech_end_ms: float | None = None) -> list[Hypothesis]:
+        """A new partial hypothesis, if any; with speech_end_ms, the utterance ends: its final, if any."""
+        final = speech_end_ms is not None
+        text = self.recognizer.finish() if final else self.recognizer.partial()
         self._since_partial_ms = 0.0
-        text = self.recognizer.partial()
-        if not text or text == self._last_partial:
+        if not text or (text == self._last_partial and not final):
             return []
         self._last_partial = text
-        return [Hypothesis(text, command_for(text), False, t_ms, (time.monotonic() - arrival) * 1000.0,
-                           self._utterance, self._speech_start_ms)]
-
-    def _end(self, t_ms: float, arrival: float, speech_end_ms: float) -> list[Hypothesis]:
-        text = self.recognizer.finish()
-        if not text:
-            return []
-        return [Hypothesis(text, command_for(text), True, t_ms, (time.monotonic() - arrival) * 1000.0,
+        return [Hypothesis(text, command_for(text), final, t_ms, (time.monotonic() - arrival) * 1000.0,
                            self._utterance, self._speech_start_ms, speech_end_ms)]
 
     def run(self, samples: np.ndarray, block: int = 512) -> list[OnsetEvent | VadEvent | Hypothesis]:
@@ -237,5 +226,4 @@ class StablePrefix:
             return None
         if self.final:
             return command
-        longer = [p for p in PHRASES if p != text and p.startswith(text + " ")]
-        return None if longer else command
+        return None if any(p.startswith(text + " ") for p in PHRASES) else command

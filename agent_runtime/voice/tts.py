@@ -1,17 +1,17 @@
 """Streaming text-to-speech through libespeak-ng (ctypes), one ~60 ms chunk at a time, abortable per chunk.
 
-Each SpeechChunk carries its generation and the span of text whose words start in it, so playback can drop stale
-chunks and say what was heard. libespeak-ng keeps global state and is not thread-safe: every `speak` holds a
-process-wide lock and re-applies its instance's settings.
+Chunks carry their generation and text span, so playback can drop stale ones and say what was heard.
+libespeak-ng has global state: every `speak` holds a process-wide lock and re-applies its instance's settings.
 """
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import queue
 import threading
 import time
+from collections import deque
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import Callable
 
@@ -64,26 +64,20 @@ class SpeechChunk:
 
 @dataclass
 class SynthesisResult:
+    """One utterance's synthesis, for the TTS_DONE event and the latency tests."""
+
     utterance: int
     chunks: int
     samples: int
     aborted: bool
     first_chunk_ms: float | None  # synthesis start -> first chunk handed on
-    synth_seconds: float
-    audio_seconds: float
-
-    @property
-    def real_time_factor(self) -> float:
-        """Synthesis time / audio time (below 1 means faster than real time)."""
-        return self.synth_seconds / self.audio_seconds if self.samples else 0.0
+    real_time_factor: float  # synthesis time / audio time (below 1: faster than real time; 0 without audio)
 
 
 def _load_library() -> ctypes.CDLL:
     for name in filter(None, ("libespeak-ng.so.1", ctypes.util.find_library("espeak-ng"), "libespeak-ng.so")):
-        try:
+        with suppress(OSError):
             return ctypes.CDLL(name)
-        except OSError:
-            continue
     raise UserError("libespeak-ng is not installed; install the Debian packages espeak-ng and libespeak-ng1")
 
 
@@ -97,8 +91,7 @@ class EspeakTts:
     def __init__(self, session: SessionGeneration, voice: str = "en-us", words_per_minute: int = 170,
                  chunk_ms: int = 60):
         self.session = session
-        self.lib = _load_library()
-        lib = self.lib
+        self.lib = lib = _load_library()
         lib.espeak_Initialize.restype = ctypes.c_int
         lib.espeak_Initialize.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_int]
         lib.espeak_SetSynthCallback.argtypes = [_SYNTH_CALLBACK]
@@ -119,7 +112,6 @@ class EspeakTts:
         self.voice = voice
         self.words_per_minute = words_per_minute
         self._callback = _SYNTH_CALLBACK(self._on_synth)  # keep a reference: C holds only a pointer
-        self._lock = EspeakTts._library_lock
         self._abort = threading.Event()
         self._utterances = 0
         self._job: dict | None = None
@@ -133,16 +125,15 @@ class EspeakTts:
         """Synthesize `text` for `generation` (default: current); aborted when `abort()` is called, the generation
         moves on or `on_chunk` returns False."""
         generation = self.session.current if generation is None else generation
-        with self._lock:
+        with self._library_lock:
             self._abort.clear()
             self._utterances += 1
             encoded = text.encode("utf-8")
-            # byte offset -> character offset, since espeak reports positions in bytes of UTF-8
-            char_of_byte = np.cumsum([0] + [len(ch.encode("utf-8")) for ch in text])
             job = self._job = {
                 "text": text, "generation": generation, "utterance": self._utterances, "on_chunk": on_chunk,
                 "index": 0, "samples": 0, "aborted": False, "first": None, "start": time.perf_counter(),
-                "char_of_byte": char_of_byte, "pending": [],
+                # byte offset -> character offset, since espeak reports positions in bytes of UTF-8
+                "char_of_byte": np.cumsum([0] + [len(ch.encode("utf-8")) for ch in text]),
             }
             buf = ctypes.create_string_buffer(encoded)
             self.lib.espeak_SetSynthCallback(self._callback)
@@ -152,8 +143,8 @@ class EspeakTts:
             if not job["aborted"]:
                 self._emit(np.zeros(0, np.float32), None, last=True)
             self._job = None
-            return SynthesisResult(job["utterance"], job["index"], job["samples"], job["aborted"],
-                                   job["first"], time.perf_counter() - job["start"], job["samples"] / self.sample_rate)
+            rtf = (time.perf_counter() - job["start"]) / (job["samples"] / self.sample_rate) if job["samples"] else 0.0
+            return SynthesisResult(job["utterance"], job["index"], job["samples"], job["aborted"], job["first"], rtf)
 
     def synthesize(self, text: str) -> np.ndarray:
         """The whole utterance as one array (tests, files)."""
@@ -163,22 +154,15 @@ class EspeakTts:
 
     def _on_synth(self, wav, numsamples, events) -> int:
         job = self._job
-        if job is None:
+        if job is None or self._stopped(job):
             return 1
-        if job["aborted"] or self._abort.is_set() or not self.session.is_current(job["generation"]):
-            job["aborted"] = True
-            return 1
-        span = None
-        i = 0
+        i, span = 0, None
         while events and events[i].type != EVENT_LIST_TERMINATED:
-            e = events[i]
+            e, i = events[i], i + 1
             if e.type == EVENT_WORD and e.length > 0:
-                start_byte = e.text_position - 1  # espeak positions are 1-based
-                cob = job["char_of_byte"]
-                s = int(np.searchsorted(cob, max(0, start_byte)))
-                end = int(np.searchsorted(cob, max(0, start_byte + e.length)))
+                b = e.text_position - 1  # espeak positions are 1-based
+                s, end = (int(c) for c in np.searchsorted(job["char_of_byte"], np.maximum(0, [b, b + e.length])))
                 span = (s, end) if span is None else (span[0], end)
-            i += 1
         if numsamples <= 0 and span is None:
             return 0
         samples = (np.ctypeslib.as_array(wav, shape=(numsamples,)).astype(np.float32) / 32768.0
@@ -193,13 +177,15 @@ class EspeakTts:
         job["samples"] += samples.size
         if job["first"] is None and samples.size:
             job["first"] = (time.perf_counter() - job["start"]) * 1000.0
-        keep_going = True
-        if job["on_chunk"] is not None:
-            keep_going = job["on_chunk"](chunk) is not False
-        if not keep_going or self._abort.is_set() or not self.session.is_current(job["generation"]):
+        if job["on_chunk"] is not None and job["on_chunk"](chunk) is False:
             job["aborted"] = True
-            return False
-        return True
+        return not self._stopped(job)
+
+    def _stopped(self, job: dict) -> bool:
+        """Whether synthesis must stop (marking the job aborted): aborted, or its generation moved on."""
+        if job["aborted"] or self._abort.is_set() or not self.session.is_current(job["generation"]):
+            job["aborted"] = True
+        return job["aborted"]
 
 
 class TtsWorker:
@@ -208,72 +194,61 @@ class TtsWorker:
 
     def __init__(self, tts: EspeakTts, sink: Callable[[SpeechChunk], bool],
                  on_result: Callable[[SynthesisResult], None] | None = None):
-        self.tts = tts
-        self.sink = sink
-        self.on_result = on_result
-        self._queue: "queue.Queue[tuple[str, int] | None]" = queue.Queue()
+        self.tts, self.sink, self.on_result = tts, sink, on_result
         self.results: list[SynthesisResult] = []
-        self._pending = 0  # texts queued or being spoken
-        self._pending_lock = threading.Lock()
+        self._texts: deque[tuple[str, int]] = deque()
+        self._busy = self._closed = False  # _busy: a text is being spoken
+        self._cond = threading.Condition()
         self._thread = threading.Thread(target=self._run, name="tts-worker", daemon=True)
         self._thread.start()
         tts.session.subscribe("tts", self.abort_and_clear)  # every interruption; after the engine, before playback
 
     def say(self, text: str, generation: int | None = None) -> None:
-        with self._pending_lock:
-            self._pending += 1
-        self._queue.put((text, self.tts.session.current if generation is None else generation))
+        with self._cond:
+            self._texts.append((text, self.tts.session.current if generation is None else generation))
+            self._cond.notify_all()
 
     def abort_and_clear(self, interruption=None) -> int:
         """Abort the chunk being synthesized and drop every queued text (at every interruption, too); returns how
         many were dropped."""
-        dropped = 0
-        while True:
-            try:
-                item = self._queue.get_nowait()
-            except queue.Empty:
-                break
-            if item is not None:
-                dropped += 1
-                with self._pending_lock:
-                    self._pending -= 1
-            else:
-                self._queue.put(None)
-                break
+        with self._cond:
+            dropped = len(self._texts)
+            self._texts.clear()
+            self._cond.notify_all()
         self.tts.abort()
         return dropped
 
     @property
     def idle(self) -> bool:
-        return self._pending == 0
+        return not (self._texts or self._busy)
 
     def wait_idle(self, timeout: float = 10.0) -> bool:
-        deadline = time.monotonic() + timeout
-        while not self.idle:
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.002)
-        return True
+        with self._cond:
+            return self._cond.wait_for(lambda: self.idle, timeout)
 
     def close(self) -> None:
         self.tts.session.unsubscribe(self.abort_and_clear)
         self.abort_and_clear()
-        self._queue.put(None)
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
         self._thread.join(timeout=5)
 
     def _run(self) -> None:
         while True:
-            item = self._queue.get()
-            if item is None:
-                return
+            with self._cond:
+                self._cond.wait_for(lambda: self._texts or self._closed)
+                if self._closed:
+                    return
+                text, generation = self._texts.popleft()
+                self._busy = True
             try:
-                text, generation = item
-                if not self.tts.session.is_current(generation):
-                    continue
-                result = self.tts.speak(text, generation, on_chunk=self.sink)
-                self.results.append(result)
-                if self.on_result is not None:
-                    self.on_result(result)
-            finally:
-                with self._pending_lock:
-                    self._pending -= 1
+                if self.tts.session.is_current(generation):
+                    result = self.tts.speak(text, generation, on_chunk=self.sink)
+                    self.results.append(result)
+                    if self.on_result is not None:
+                        self.on_result(result)
+            finally:  # a failed text still ends (wait_idle returns), as the thread dies with the error
+                with self._cond:
+                    self._busy = False
+                    self._cond.notify_all()

@@ -1,13 +1,13 @@
 """Voice activity detection with silero (the ONNX file shipped in the silero-vad wheel, run by onnxruntime).
 
 Why silero: webrtcvad takes stationary noise and tones for speech; silero does not, at ~0.2 ms a 32 ms window.
-Its hysteresis confirms "stop" and "shoot" only ~130-190 ms after their onset, so the detector also reports
-tentative onsets (SpeechOnset, then SpeechStarted or OnsetRejected) from the first window at threshold ("vad")
-or a fricative-like rise well above the noise floor ("fricative"), for reversible actions only (a pause).
+It confirms "stop" and "shoot" only ~130-190 ms after their onset, so tentative onsets (SpeechOnset: a window
+at threshold, or a fricative-like rise) are reported too, for reversible actions only (a pause).
 """
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
 from importlib.util import find_spec
 from pathlib import Path
@@ -126,7 +126,7 @@ class FricativeOnset:
         self.reset()
 
     def reset(self) -> None:
-        self._levels: list[float] = []
+        self._levels: deque[float] = deque(maxlen=self.floor_windows)
         self._above = False
         self.loud = False  # the newest window is well above the floor (whatever it sounds like)
 
@@ -135,8 +135,6 @@ class FricativeOnset:
         level = 10.0 * float(np.log10(np.mean(np.square(window, dtype=np.float64)) + 1e-12))
         floor = min(self._levels) if len(self._levels) >= self.min_history else None
         self._levels.append(level)
-        if len(self._levels) > self.floor_windows:
-            del self._levels[0]
         self.loud = floor is not None and level >= max(floor + self.rise_db, self.min_level_db)
         rise = self.loud and not self._above
         self._above = self.loud
@@ -226,11 +224,8 @@ class VoiceActivityDetector:
         """One more window in a row voting for a state change; True (the run starts over) once `needed` did."""
         if self._run == 0:
             self._run_start_ms = start_ms
-        self._run += 1
-        if self._run < needed:
-            return False
-        self._run = 0
-        return True
+        self._run = (self._run + 1) % needed
+        return self._run == 0
 
     def _tentative(self, p: float, fricative: bool, start_ms: float, end_ms: float) -> OnsetEvent | None:
         """Open, cue or reject a tentative onset, in a window outside speech that did not start it."""

@@ -22,9 +22,6 @@ PHRASES: dict[str, str] = {
 
 COMMANDS: tuple[str, ...] = tuple(dict.fromkeys(PHRASES.values()))
 
-# Commands that are not env actions (they go to the language model instead).
-NON_ACTION_COMMANDS = frozenset({"DESCRIBE"})
-
 # Delta-button fallbacks when a scenario has no binary button for a motion (degrees / units per tic).
 _DELTA_FALLBACK = {
     "TURN_LEFT": ("TURN_LEFT_RIGHT_DELTA", -10.0),
@@ -53,7 +50,7 @@ def command_for(text: str) -> str | None:
 def command_to_buttons(command: str, buttons: tuple[str, ...]) -> dict[str, float] | None:
     """Button values for a voice command ({"TURN_LEFT": 1.0}, ...); {} for STOP (release everything); None when
     the scenario has no button for it or the command is not an action (DESCRIBE)."""
-    if command in NON_ACTION_COMMANDS:
+    if command == "DESCRIBE":  # not an env action: it goes to the language model
         return None
     if command == "STOP":
         return {}

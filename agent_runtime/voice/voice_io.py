@@ -1,8 +1,7 @@
 """The live audio path as one object: mic → VAD/ASR → barge-in and commands; commentary → TTS → playback.
 
-The mic callback only queues blocks (bounded: the oldest go when the listener falls behind); a listener thread
-runs VAD, recognition and barge-in, so an interruption silences the next audio block without waiting for the
-engine. A device that fails is reopened by an AudioDeviceGuard while play goes on.
+The mic callback only queues blocks; a listener thread runs VAD, recognition and barge-in, so an interruption
+silences the next audio block without waiting for the engine. Failed devices are reopened while play goes on.
 """
 
 from __future__ import annotations
@@ -11,6 +10,7 @@ import queue
 import threading
 import time
 from collections import deque
+from contextlib import suppress
 from dataclasses import dataclass
 from functools import partial
 from typing import Callable
@@ -27,7 +27,7 @@ from agent_runtime.voice.barge_in import ONSET_CUES, BargeInController
 from agent_runtime.voice.device_free import device_free_openers
 from agent_runtime.voice.device_guard import AudioDeviceGuard
 from agent_runtime.voice.playback import PlaybackBuffer
-from agent_runtime.voice.realtime_pump import RealTimePump
+from agent_runtime.voice.realtime_pump import run_paced
 from agent_runtime.voice.recognizer import Hypothesis, ListeningPipeline, UtteranceCut
 from agent_runtime.voice.tts import EspeakTts, SpeechChunk, SynthesisResult, TtsWorker
 from agent_runtime.voice.vad import SpeechStarted, SpeechStopped
@@ -39,10 +39,10 @@ StreamOpener = Callable[[AudioCallback], object]  # a callback in, a stream (not
 
 @dataclass
 class VoiceCommand:
-    command: str  # e.g. "TURN_LEFT" (see voice_commands.PHRASES)
+    """A command heard, queued for the engine loop: its command string (e.g. "TURN_LEFT") and the words said."""
+
+    command: str
     text: str
-    hypothesis: Hypothesis
-    t_mono: float  # when the listener produced it
 
 
 class VoiceIO:
@@ -54,7 +54,6 @@ class VoiceIO:
         """recording: a RecordingWriter for mic_in.wav and speech_out.wav; open_input/open_output: how to (re)open a
         device; one silent for stall_s counts as failed and is reopened every retry_s; notify: the one-line messages."""
         self.session = session
-        self.bus, self.mic_wav, self.speech_wav = None, None, None
         self.attach(bus, recording)
         self.notify = notify or stderr_line
         self._notice = OncePerKind(self.notify)
@@ -76,23 +75,19 @@ class VoiceIO:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self.device_free = device_free or mic_samples is not None
-        openers = self._openers(input_device, output_device, mic_samples, open_input, open_output)
-        self.devices = AudioDeviceGuard(openers, on_change=self._device_changed, emit=self._emit_device,
-                                        notify=self.notify, refresh=None if self.device_free else refresh_devices,
-                                        stall_s=stall_s, retry_s=retry_s)
-        streams = self.devices.open_all()
-        self.mic, self.speaker = streams["input"], streams["output"]
-        self.t_start: float | None = None
-
-    def _openers(self, input_device, output_device, mic_samples, open_input, open_output) -> dict:
-        """How each device is opened, now and after a failure (default: sounddevice, or the device-free backend)."""
-        if self.device_free:
+        if self.device_free:  # how each device is opened, now and after a failure: given, device-free or sounddevice
             free = device_free_openers(mic_samples)
             open_input, open_output = open_input or free["open_input"], open_output or free["open_output"]
         open_input = open_input or partial(open_stream, "input", device=input_device)
         open_output = open_output or partial(open_stream, "output", device=output_device, samplerate=SPEAKER_RATE,
                                              blocksize=SPEAKER_BLOCK)
-        return {"input": lambda: open_input(self._on_mic), "output": lambda: open_output(self._speaker_callback)}
+        openers = {"input": lambda: open_input(self._on_mic), "output": lambda: open_output(self._speaker_callback)}
+        self.devices = AudioDeviceGuard(openers, on_change=self._device_changed, emit=self._emit,
+                                        notify=self.notify, refresh=None if self.device_free else refresh_devices,
+                                        stall_s=stall_s, retry_s=retry_s)
+        streams = self.devices.open_all()
+        self.mic, self.speaker = streams["input"], streams["output"]
+        self.t_start: float | None = None
 
     def attach(self, bus: EventBus | None, recording=None) -> None:
         """Where voice events and audio go (before start(); the devices are already open); no recording: no audio."""
@@ -106,8 +101,8 @@ class VoiceIO:
         if self.device_free:  # real time, one block per period of audio, as a sound card would
             for kind, period, name in (("input", MIC_BLOCK / MIC_RATE, "array-mic"),
                                        ("output", SPEAKER_BLOCK / SPEAKER_RATE, "array-speaker")):
-                pump = RealTimePump(lambda _late, kind=kind: self._pump_block(kind), period, stop_event=self._stop)
-                self._threads.append(threading.Thread(target=pump.run, name=name, daemon=True))
+                pump = partial(run_paced, partial(self._pump_block, kind), period, self._stop)
+                self._threads.append(threading.Thread(target=pump, name=name, daemon=True))
         self.devices.start()
         for t in self._threads:
             t.start()
@@ -137,10 +132,7 @@ class VoiceIO:
         self.tts.say(text, generation)
 
     def take_commands(self) -> list[VoiceCommand]:
-        out = []
-        while self.commands:
-            out.append(self.commands.popleft())
-        return out
+        return [self.commands.popleft() for _ in range(len(self.commands))]
 
     def take_heard(self) -> list[str]:
         """Commentary text the user actually heard (only this may enter history)."""
@@ -159,23 +151,17 @@ class VoiceIO:
 
     def _queue_block(self, block: np.ndarray, arrival: float) -> None:
         """Hand a block to the listener; when it is ~2 s behind, the oldest block goes (counted, one event a run)."""
-        try:
-            self._blocks.put_nowait((block, arrival))
-            if self._overrun and self._blocks.qsize() < MAX_QUEUED_MIC_BLOCKS // 2:
-                self._overrun = False
-            return
-        except queue.Full:
-            pass
-        try:
-            self._blocks.get_nowait()
-            self.mic_blocks_dropped += 1
-            self._blocks.put_nowait((block, arrival))
-        except (queue.Empty, queue.Full):
-            pass
-        if not self._overrun:
+        if self._blocks.full():
+            with suppress(queue.Empty):
+                self._blocks.get_nowait()
+                self.mic_blocks_dropped += 1
+            if not self._overrun:
+                self._emit(Kind.MIC_OVERRUN, "asr", queued_ms=MAX_QUEUED_MIC_BLOCKS * MIC_BLOCK * 1000.0 / MIC_RATE,
+                           dropped=self.mic_blocks_dropped)
             self._overrun = True
-            self._emit(Kind.MIC_OVERRUN, "asr", queued_ms=MAX_QUEUED_MIC_BLOCKS * MIC_BLOCK * 1000.0 / MIC_RATE,
-                       dropped=self.mic_blocks_dropped)
+        with suppress(queue.Full):
+            self._blocks.put_nowait((block, arrival))
+        self._overrun = self._overrun and self._blocks.qsize() >= MAX_QUEUED_MIC_BLOCKS // 2
 
     def _speaker_callback(self, outdata, frames, time_info, status) -> None:
         """The output callback (an audio thread): the playback buffer fills the block; we note starts/stops and keep
@@ -209,10 +195,9 @@ class VoiceIO:
                 self._emit(Kind.ASR_UTTERANCE_CUT, "asr", t_ms=f.t_ms, started_ms=f.started_ms, max_ms=f.max_ms)
                 self._notice("cut", f"voice: you spoke for over {f.max_ms / 1000:g} s without a pause; the command "
                                     "was taken from the first part and the rest is ignored until you pause")
-            elif isinstance(f, SpeechStarted):
-                self._emit(Kind.VAD_SPEECH_START, "asr", t_ms=f.t_ms, detected_ms=f.detected_ms)
-            elif isinstance(f, SpeechStopped):
-                self._emit(Kind.VAD_SPEECH_END, "asr", t_ms=f.t_ms, detected_ms=f.detected_ms)
+            elif isinstance(f, (SpeechStarted, SpeechStopped)):
+                kind = Kind.VAD_SPEECH_START if isinstance(f, SpeechStarted) else Kind.VAD_SPEECH_END
+                self._emit(kind, "asr", t_ms=f.t_ms, detected_ms=f.detected_ms)
             elif isinstance(f, Hypothesis):
                 extra = {}
                 if f.final and f.speech_end_ms is not None:
@@ -244,10 +229,10 @@ class VoiceIO:
             self._observe(frames)
             self.controller.feed(frames, self.pipeline.stream_ms)
 
-    def _pump_block(self, kind: str) -> None:
+    def _pump_block(self, kind: str, _late_s: float = 0.0) -> None:
         """One block of a device-free stream; what it raises is a device failure, reported to the guard
         (nothing is pumped while the device is lost)."""
-        stream = self.devices.current(kind)
+        stream = self.devices.slots[kind].stream
         if stream is None:
             return
         try:
@@ -270,13 +255,10 @@ class VoiceIO:
         else:
             self.speaker, self._speaking = stream, True
 
-    def _emit_device(self, kind: str, **payload) -> None:
-        self._emit(kind, "playback" if payload.get("device") == "output" else "asr", **payload)
-
     def _on_interrupt(self, generation: int, reason: str) -> None:
         record = self.controller.records[-1] if self.controller.records else None
         self._emit(Kind.BARGE_IN, "playback", generation=generation, reason=reason,
                    detection_to_interrupt_ms=(time.monotonic() - record.detected_wall) * 1000.0 if record else None)
 
     def _on_command(self, command: str, hyp: Hypothesis) -> None:
-        self.commands.append(VoiceCommand(command, hyp.text, hyp, time.monotonic()))
+        self.commands.append(VoiceCommand(command, hyp.text))
