@@ -40,9 +40,7 @@ class ExecutorStats:
             "actions_fenced": self.fenced_generation + self.fenced_age,
             "actions_fenced_generation": self.fenced_generation,
             "actions_fenced_age": self.fenced_age,
-            "reaction_ms_p50": percentile(self.reaction_ms, 50),
-            "reaction_ms_p95": percentile(self.reaction_ms, 95),
-            "reaction_ms_p99": percentile(self.reaction_ms, 99),
+            **{f"reaction_ms_p{q}": percentile(self.reaction_ms, q) for q in (50, 95, 99)},
             "first_action_ms": self.first_executed_ms,
             "reaction_samples_ms": [round(x, 2) for x in self.reaction_ms],
         }

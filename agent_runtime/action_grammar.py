@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from agent_runtime.errors import UserError
+from agent_runtime.prompts import encode
 
 NOOP = "NOOP"
 COUNT_TEXTS = ("joined", "spaced")
@@ -36,7 +37,7 @@ def command_words(buttons) -> dict[str, str]:
     preferred = dict(COMMAND_WORDS)
     words: dict[str, str] = {}
     names = list(buttons) + [NOOP]
-    for name in sorted(names, key=lambda n: next((i for i, (b, _) in enumerate(COMMAND_WORDS) if b == n), len(COMMAND_WORDS))):
+    for name in sorted(names, key=lambda n: list(preferred).index(n) if n in preferred else len(preferred)):
         choices = preferred.get(name, ()) + (name.lower().replace("_", " "),)
         words[name] = next(w for w in choices if w not in words.values())
     return {name: words[name] for name in names}
@@ -100,7 +101,7 @@ class ActionGrammar:
                 yield Command(name, pressed, n or self.default_tics, word), f" {text}"
 
     def _add(self, tokenizer, command: Command, text: str) -> None:
-        ids = tokenizer.encode(text, add_special_tokens=False)
+        ids = encode(tokenizer, text)
         node = self.root
         for t in ids:
             if node.command is not None:
@@ -115,7 +116,7 @@ class ActionGrammar:
         """What score mode compares, with its tokens: every command at every hold ("left 3") with hold_counts,
         else every command at its default hold (the word alone)."""
         holds = range(1, self.max_hold_tics + 1) if self.hold_counts else (None,)
-        return [(command, tokenizer.encode(text, add_special_tokens=False)) for command, text in self._spoken(holds)]
+        return [(command, encode(tokenizer, text)) for command, text in self._spoken(holds)]
 
     def say(self, word: str, tics: int) -> str:
         """A word with its hold count as the model reads and writes it ("left3", or "left 3" spaced)."""
@@ -124,9 +125,6 @@ class ActionGrammar:
     def describe(self) -> str:
         """The commands as the system prompt lists them: "fire (ATTACK), left (TURN_LEFT), ... wait (NOOP)"."""
         return ", ".join(f"{word} ({name})" for name, word in self.words.items())
-
-    def start(self) -> "CommandDecoder":
-        return CommandDecoder(self)
 
 
 def _log_softmax(logits):
@@ -147,23 +145,19 @@ class CommandScorer:
     def __init__(self, grammar: ActionGrammar, tokenizer):
         self.candidates = grammar.candidates(tokenizer)
         self.say = grammar.say
-        self.encode = lambda text: tokenizer.encode(text, add_special_tokens=False)
+        self.tok = tokenizer
         prefixes = dict.fromkeys(tuple(tokens[:-1]) for _, tokens in self.candidates if len(tokens) > 1)
         self.branch_index = {prefix: i for i, prefix in enumerate(prefixes)}
         self.branches = [list(p) for p in prefixes]
 
     def branch_inputs(self, view) -> list:
-        """One StreamInput per branch, each on a scratch view that reads `view` (prompt included) and then
-        its own block; close the views after the forward."""
+        """One StreamInput per branch, each on a scratch view that reads `view` (prompt included) and then its own
+        block (its rows give p(token k+1 | prompt, tokens ..k)); close the views after the forward."""
         from agent_runtime.model_runner import StreamInput
         from agent_runtime.view import View
 
-        inputs = []
-        for i, tokens in enumerate(self.branches):  # rows give p(token k+1 | prompt, tokens ..k)
-            branch = View(view.store, view.ordered(), name=f"branch{i}")
-            branch.start_own("branch")
-            inputs.append(StreamInput(branch, tokens, logits="all"))
-        return inputs
+        return [StreamInput(View(view.store, view.ordered(), name=f"branch{i}", own_label="branch"), tokens,
+                            logits="all") for i, tokens in enumerate(self.branches)]
 
     def scores(self, prompt_logits, branch_logits: list) -> list[float]:
         """Each candidate's summed log-probability, in `candidates` order (what training imitates)."""
@@ -183,7 +177,7 @@ class CommandScorer:
     def tokens_for(self, command: Command) -> list[int]:
         """The tokens the action log gets for `command` (a candidate's, or the word with its count)."""
         tokens = next((tokens for candidate, tokens in self.candidates if candidate == command), None)
-        return list(tokens) if tokens is not None else self.encode(f" {self.say(command.word, command.tics)}")
+        return list(tokens) if tokens is not None else encode(self.tok, f" {self.say(command.word, command.tics)}")
 
     def best(self, prompt_logits, branch_logits: list) -> tuple[Command, list[int]]:
         """The most likely command given the prompt's last logits and each branch's rows."""
@@ -194,14 +188,11 @@ class CommandScorer:
 
 
 class CommandDecoder:
-    """Walks the trie for one decision. feed(logits) picks the best allowed token, then follows forced runs."""
+    """Walks the trie for one decision: choose(logits) picks the best allowed token, then follows forced runs, until
+    node.command (a leaf's) is the command decided."""
 
     def __init__(self, grammar: ActionGrammar):
         self.node = grammar.root
-
-    @property
-    def done(self) -> Command | None:
-        return self.node.command
 
     def choose(self, logits) -> list[int]:
         """Pick the best allowed next token (greedy); return the tokens appended (choice + forced run)."""

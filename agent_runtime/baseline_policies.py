@@ -6,21 +6,19 @@ import math
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from types import SimpleNamespace
 
 import numpy as np
 
 from envs.doom_env import DoomEnv
 from envs.frame import Frame, ObjectLabel
 
-from agent_runtime.action_executor import Action, ActionExecutor
+from agent_runtime.action_executor import Action
 from agent_runtime.action_grammar import Command
 from agent_runtime.clocks import SessionClock
 from agent_runtime.generation import SessionGeneration
-from agent_runtime.multistream_agent import StepOutcome
-from agent_runtime.session_loop import SessionLoop
-from agent_runtime.session_result import session_result
-from agent_runtime.sync_world import SyncWorld, TimedFrame
+from agent_runtime.multistream_agent import AgentStats, StepOutcome
+from agent_runtime.session_loop import play_headless
+from agent_runtime.sync_world import TimedFrame
 from agent_runtime.time_bounds import TimeBounds
 
 Decision = tuple[dict[str, float], int]  # (buttons pressed -> value, tics to hold)
@@ -75,7 +73,6 @@ class ScriptedAimPolicy:
         self.aim_tolerance_px = aim_tolerance_px
         self.has_delta = DELTA_BUTTON in self.buttons
         self.can_turn = self.has_delta or {"TURN_LEFT", "TURN_RIGHT"} <= set(self.buttons)
-        self.can_fire = "ATTACK" in self.buttons
         self._scan = "TURN_RIGHT"
 
     def target(self, frame: Frame) -> ObjectLabel | None:
@@ -92,15 +89,10 @@ class ScriptedAimPolicy:
             return self._turn_degrees(-10.0 if self._scan == "TURN_LEFT" else 10.0), 1
         width = frame_width(frame, self.screen_width)
         offset_px = target.box_center_x - width / 2.0  # positive: target right of the crosshair
-        tolerance = max(self.aim_tolerance_px, target.box[2] / 4.0)
-        pressed: dict[str, float] = {}
-        if abs(offset_px) <= tolerance:
-            if self.can_fire:
-                pressed["ATTACK"] = 1.0
-        else:
+        if abs(offset_px) > max(self.aim_tolerance_px, target.box[2] / 4.0):
             self._scan = "TURN_RIGHT" if offset_px > 0 else "TURN_LEFT"
-            pressed.update(self._turn_degrees(pixels_to_degrees(offset_px, width)))
-        return pressed, 1
+            return self._turn_degrees(pixels_to_degrees(offset_px, width)), 1
+        return ({"ATTACK": 1.0} if "ATTACK" in self.buttons else {}), 1
 
     def _turn_degrees(self, degrees: float) -> dict[str, float]:
         if not self.can_turn:
@@ -135,8 +127,7 @@ class PolicyAgent:
         self.history: deque[Frame] = deque(maxlen=lag_tics + 2)  # the frames decided on
         self.newest: TimedFrame | None = None
         self.next_tic = -1
-        self.stats = SimpleNamespace(decisions=0)  # the one count session_result reads from a policy
-        self.bus = None
+        self.stats = AgentStats()  # decisions count here
 
     def push_frame(self, timed: TimedFrame) -> None:
         self.newest = timed
@@ -165,20 +156,13 @@ class PolicyAgent:
 
 def run_baseline_episode(env: DoomEnv, policy, *, max_tics: int | None = None, lag_tics: int = 0,
                          progress: Callable[[dict], None] | None = None, record_path=None, bus=None) -> dict:
-    """Play one new episode with `policy`; the policy sees the frame from `lag_tics` tics ago.
-
-    lag_tics reproduces a slow thinker: at 35 tics/s, lag_tics=4 is ~114 ms of staleness.
-    """
+    """Play one new episode with `policy`; the policy sees the frame from `lag_tics` tics ago (a slow thinker: at
+    35 tics/s, lag_tics=4 is ~114 ms of staleness)."""
     started = time.monotonic()
-    bounds = TimeBounds(max_frame_age_ms=0.0)  # a policy reads the newest frame only
-    world = SyncWorld(env, SessionClock(), bounds)
-    generation = SessionGeneration()
-    executor = ActionExecutor(world, generation, bounds)
-    agent = PolicyAgent(policy, generation, lag_tics=lag_tics)
-    loop = SessionLoop(world, agent, executor, generation=generation, bus=bus, progress=progress)
-    totals = loop.run(record_path=record_path, max_tics=max_tics)
+    result, agent = play_headless(env, SessionClock(), TimeBounds(max_frame_age_ms=0.0),  # the newest frame only
+                                  lambda generation: PolicyAgent(policy, generation, lag_tics=lag_tics), bus=bus,
+                                  progress=progress, record_path=record_path, max_tics=max_tics)
     last = agent.newest.frame
-    return {**session_result(world, executor, agent, totals), "scenario": env.scenario, "policy": agent.name,
-            "episode": env.episode, "seed": env.episode_seed, "end_tic": env.tic, "health": last.health,
-            "ammo": last.ammo, "lag_tics": lag_tics, "finished": env.episode_finished,
-            "wall_s": round(time.monotonic() - started, 3)}
+    return {**result, "scenario": env.scenario, "policy": agent.name, "episode": env.episode,
+            "seed": env.episode_seed, "end_tic": env.tic, "health": last.health, "ammo": last.ammo,
+            "lag_tics": lag_tics, "finished": env.episode_finished, "wall_s": round(time.monotonic() - started, 3)}

@@ -19,11 +19,9 @@ class BlockSections(dict):
         self.store, self.caps = store, caps
 
     def add(self, name: str, block: Block) -> None:
-        self[name].append(block)
-        self.trim(name)
-
-    def trim(self, name: str) -> None:
+        """The block joins the section; past its cap, the oldest leave it (released)."""
         blocks = self[name]
+        blocks.append(block)
         while len(blocks) > self.caps[name]:
             self.store.release(blocks.pop(0))
 

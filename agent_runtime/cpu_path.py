@@ -111,14 +111,13 @@ def detect_features() -> CpuFeatures:
 def free_cores() -> int:
     """Cores not busy right now (sampled), at least 1: oversubscribing makes CPU decode several times slower.
     Real-time play needs no core of its own: the game and audio threads take well under half a core."""
-    allowed = allowed_cores()
     try:
         import psutil
 
         busy = sum(1 for p in psutil.cpu_percent(interval=0.2, percpu=True) if p > 50.0)
     except Exception:
         busy = round(os.getloadavg()[0])
-    return max(1, allowed - busy)
+    return max(1, allowed_cores() - busy)
 
 
 def onednn_available(dtype: torch.dtype, features: CpuFeatures) -> bool:
@@ -297,18 +296,15 @@ _MEASURED: dict[tuple, tuple[dict, str]] = {}  # (features, threads) -> (timings
 
 
 def cpu_path(*, dtype: str = "auto", threads: int | None = None) -> CpuPath:
-    """Probe (or read the cache) and decide. `threads` None: the cores actually free."""
+    """Probe (or read the cache) and decide. `dtype` as config and CLI checked it; `threads` None: the cores free."""
     from agent_runtime.model_loader import cache_dir
 
-    if dtype not in ("auto", "float32", "bfloat16"):
-        raise UserError(f"unknown dtype '{dtype}': use auto, float32 or bfloat16")
     features = detect_features()
     n = threads or free_cores()
     key = (features, n)
     if key not in _MEASURED:
         cache = cache_dir() / "cpu-probe" / f"{_cache_key(features, n)}.json"
-        timings = _read_cached(cache)
-        source = "cache"
+        timings, source = _read_cached(cache), "cache"
         if timings is None:
             timings, source = measure_linears(features, n), "probe"
             _write_cached(cache, features, n, timings)

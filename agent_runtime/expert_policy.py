@@ -2,11 +2,8 @@
 
 A command decided on a frame d tics old starts d tics after that frame, so the turns and strafes issued in
 those d tics are not in the frame yet. The expert keeps a per-tic history of what was executed and reads
-every bearing and offset as "where it will be once everything already commanded has happened".
-
-Who fills that history: decide() records the command it returns. A labeller that only calls command_for()
-must feed what really ran with observe_executed(command, tics) (or clear `history`); command_for() never
-records by itself, it only updates what the expert has seen (object tracks, last-seen places, shot results).
+every bearing and offset as "where it will be once everything already commanded has happened": decide() records
+the command it returns; a labeller that only calls command_for() feeds what really ran to observe_executed().
 
 Engine facts it relies on, checked against the engine by tests/test_expert_policy.py: Doom's slow-turn ramp
 (turning.py), MOVE_* thrust with friction (n thrust tics carry the player about 8n units), the pistol's shot delay
@@ -419,9 +416,7 @@ class LagAwareExpertPolicy:
 
     def turn_plan(self, bearing: float) -> tuple[str, int] | None:
         """The turn whose hold count lands nearest `bearing` (degrees, positive = left), or None if none is nearer
-        than not turning. Continues the engine's slow-turn ramp from the turns just executed."""
-        if not self.can_turn:
-            return None
+        than not turning. Continues the engine's slow-turn ramp from the turns just executed. Callers check can_turn."""
         tics = self.turn_model.nearest_hold(bearing, self.history.turn_held)
         if tics == 0:
             return None

@@ -4,15 +4,11 @@ from __future__ import annotations
 
 from envs.doom_env import DoomEnv
 
-from agent_runtime.action_executor import ActionExecutor
 from agent_runtime.clocks import FixedCost, SessionClock
 from agent_runtime.events import EventBus
-from agent_runtime.generation import SessionGeneration
 from agent_runtime.multistream_agent import MultiStreamAgent, engine_options
 from agent_runtime.runtime import Runtime
-from agent_runtime.session_loop import SessionLoop
-from agent_runtime.session_result import session_result
-from agent_runtime.sync_world import SyncWorld
+from agent_runtime.session_loop import play_headless
 from agent_runtime.user_inputs import ScriptedInputs
 
 
@@ -24,19 +20,13 @@ def run_llm_episode(env: DoomEnv, runtime: Runtime, *, seed: int | None = None, 
     user_script: {engine step: text or (text, command)}; replay_costs: step costs (ms) to charge, not measured."""
     config = runtime.config
     bounds = runtime.time_bounds(fixed_cost)
-    world = SyncWorld(env, SessionClock(fixed_cost, replay_costs=replay_costs), bounds)
-    generation = SessionGeneration()
-    executor = ActionExecutor(world, generation, bounds)
     options = {**engine_options(config.engine), "think": think and config.engine.think}
-    agent = MultiStreamAgent(runtime.runner, runtime.tokenizer, runtime.grammar, config.budgets, generation,
-                             scenario=env.scenario, seed=agent_seed, on_decision=on_decision, **options)
-    inputs = ScriptedInputs(user_script, runtime.grammar) if user_script else None
-    loop = SessionLoop(world, agent, executor, generation=generation, inputs=inputs, bus=bus, progress=progress,
-                       store=runtime.store)
-    try:
-        totals = loop.run(record_path=record_path, seed=seed, max_tics=max_tics)
-    finally:
-        agent.close()
-    result = session_result(world, executor, agent, totals, store=runtime.store)
+    result, _ = play_headless(
+        env, SessionClock(fixed_cost, replay_costs=replay_costs), bounds,
+        lambda generation: MultiStreamAgent(runtime.runner, runtime.tokenizer, runtime.grammar, config.budgets,
+                                            generation, scenario=env.scenario, seed=agent_seed,
+                                            on_decision=on_decision, **options),
+        inputs=ScriptedInputs(user_script, runtime.grammar) if user_script else None, bus=bus, progress=progress,
+        store=runtime.store, record_path=record_path, seed=seed, max_tics=max_tics)
     result["max_action_age_ms"] = bounds.max_action_age_ms  # what fenced the actions (auto: resolved here)
     return result

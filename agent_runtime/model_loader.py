@@ -258,10 +258,12 @@ def _load_from_path(path: Path, torch_dtype):
     """(model, tokenizer) from a .gguf file or a transformers safetensors directory; UserError when unreadable."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    if path.is_file() and path.suffix != ".gguf":
+        raise UserError(f"model file {path} is not a .gguf file; pass a GGUF file or a safetensors directory")
+    if not path.is_file() and not (path / "config.json").is_file():
+        raise UserError(f"model directory {path} has no config.json; pass a transformers safetensors directory")
     try:
         if path.is_file():
-            if path.suffix != ".gguf":
-                raise UserError(f"model file {path} is not a .gguf file; pass a GGUF file or a safetensors directory")
             from transformers import GgufConfig
 
             tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
@@ -269,11 +271,7 @@ def _load_from_path(path: Path, torch_dtype):
                 path.parent, gguf_file=path.name, dtype=torch_dtype,
                 quantization_config=GgufConfig(gguf_file=path.name, dequantize=True))
             return model, tokenizer
-        if not (path / "config.json").is_file():
-            raise UserError(f"model directory {path} has no config.json; pass a transformers safetensors directory")
         return AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype), AutoTokenizer.from_pretrained(path)
-    except UserError:
-        raise
     except (OSError, ValueError) as e:
         raise UserError(f"could not load model from {path}: {first_line(e)}") from None
 
@@ -301,28 +299,25 @@ def load_model(spec: str | None = None, *, dtype: str = "auto", seed: int = 0, t
         raise UserError(f"unknown dtype '{dtype}': use auto or one of {', '.join(DTYPES)}")
     torch_dtype = DTYPES[dtype]
     merged = spec is None and info is not None  # the embedded model's merged cache
+    model_id, tok = EMBEDDED_MODEL_ID if spec is None else str(spec), None
     if spec is not None and spec.startswith(TINY_PREFIX):
         config = tiny_config(spec[len(TINY_PREFIX):])
         model = AutoModelForCausalLM.from_config(config, dtype=torch_dtype)
         _portable_init(model, seed, std=config.initializer_range)
-        model_id = spec
-        tokenizer = load_tokenizer() if tokenizer else None
     elif merged:
-        model_id, model = EMBEDDED_MODEL_ID, _merged_embedded(info, dtype)
-        tokenizer = load_tokenizer() if tokenizer else None
-    elif spec is None:
-        model_id = EMBEDDED_MODEL_ID
-        model, tokenizer = _load_from_path(embedded_model_dir(), torch_dtype)
-    else:
-        path, model_id = Path(spec).expanduser(), str(spec)
+        model = _merged_embedded(info, dtype)
+    else:  # weights that come with their tokenizer
+        path = embedded_model_dir() if spec is None else Path(spec).expanduser()
         if not path.exists():
             raise UserError(f"model path does not exist: {path} (pass a safetensors directory, a .gguf file or tiny:llama)")
-        model, tokenizer = _load_from_path(path, torch_dtype)
+        model, tok = _load_from_path(path, torch_dtype)
+    if tok is None and tokenizer:  # tiny and merged models read the embedded model's tokenizer
+        tok = load_tokenizer()
     check_supported(model.config)
     base_hash = info.base_weight_hash if merged else _weight_hash(model, any_precision=True)
     if info is not None and not merged:
         model = merge_adapter(model, info, base_hash)
     model.eval()
     model.requires_grad_(False)
-    return LoadedModel(model=model, tokenizer=tokenizer, model_id=model_id, weight_hash=_weight_hash(model),
+    return LoadedModel(model=model, tokenizer=tok, model_id=model_id, weight_hash=_weight_hash(model),
                        adapter=info, base_weight_hash=base_hash)

@@ -13,19 +13,19 @@ from agent_runtime.action_grammar import ActionGrammar, Command, CommandScorer
 from agent_runtime.block_sections import SECTION_NAMES, BlockSections
 from agent_runtime.clocks import measured
 from agent_runtime.config import BudgetConfig
-from agent_runtime.events import EventBus, Kind
+from agent_runtime.events import Kind
 from agent_runtime.generation import Interruption, SessionGeneration
 from agent_runtime.model_runner import ModelRunner
 from agent_runtime.notices import OncePerKind, stderr_line
 from agent_runtime.kv_block_store import Block
-from agent_runtime.prompts import ACTION_PROMPT, COMMENTARY_PROMPT, HEARD_PREFIX, THOUGHT_PROMPT, system_prompt
+from agent_runtime.prompts import ACTION_PROMPT, COMMENTARY_PROMPT, HEARD_PREFIX, THOUGHT_PROMPT, encode, system_prompt
 from agent_runtime.sampler import Sampler
 from agent_runtime.scheduler import schedule
 from agent_runtime.streams.action import ActionStream
 from agent_runtime.streams.commentary import CommentaryStream
 from agent_runtime.streams.frames import FrameStream
 from agent_runtime.streams.stream import StepPlan, StreamContext
-from agent_runtime.streams.text_in import MAX_PENDING_USER_TEXTS, MAX_USER_TOKENS, TextInStream, UserTextStream
+from agent_runtime.streams.text_in import TextInStream, UserTextStream
 from agent_runtime.streams.thinker import ThinkerStream
 from agent_runtime.sync_world import TimedFrame
 from agent_runtime.time_bounds import TimeBounds
@@ -78,62 +78,55 @@ def engine_options(engine) -> dict:
     return {name: getattr(engine, name) for name in ENGINE_OPTIONS}
 
 
-def prefill_system(runner: ModelRunner, encode, grammar: ActionGrammar, scenario: str) -> Block:
+def prefill_system(runner: ModelRunner, tokenizer, grammar: ActionGrammar, scenario: str) -> Block:
     """The system prompt in a block of its own, held once by the caller (the engine and the baselines read it)."""
     system = runner.store.create("system")
     view = View(runner.store, own=system)
-    runner.prefill(view, encode(system_prompt(scenario, grammar.describe())))
+    runner.prefill(view, encode(tokenizer, system_prompt(scenario, grammar.describe())))
     view.close()
     return system
 
 
 class MultiStreamAgent:
     def __init__(self, runner: ModelRunner, tokenizer, grammar: ActionGrammar, budgets: BudgetConfig,
-                 generation: SessionGeneration, *, scenario: str, bus: EventBus | None = None, seed: int = 0,
-                 think: bool = True, temperature: float = 0.8, prefill_tokens_per_step: int = 96,
-                 action_log_in_view: int | None = 0, signed_bearings: bool = True, frame_line: str = "seen",
-                 user_blocks: int = 2, action_frames_in_view: int | None = None, think_while_deciding: bool = True,
+                 generation: SessionGeneration, *, scenario: str, seed: int = 0, think: bool = True,
+                 temperature: float = 0.8, prefill_tokens_per_step: int = 96, action_log_in_view: int | None = 0,
+                 signed_bearings: bool = True, frame_line: str = "seen", user_blocks: int = 2,
+                 action_frames_in_view: int | None = None, think_while_deciding: bool = True,
                  decision_mode: str = "score", decision_cadence: str = "hold", commentary: bool = False,
                  on_sentence=None, commentary_interval_ms: float = 4000.0, commentary_max_tokens: int = 24,
-                 on_decision=None, max_user_tokens: int = MAX_USER_TOKENS,
-                 max_pending_user: int = MAX_PENDING_USER_TEXTS, notify=stderr_line):
-        """decision_mode: "score" or "decode" (streams/action.py). on_decision(view_tokens, timed_frame, command,
-        isolated_spans): called at every decision with the tokens the action view read and its isolated spans (data
-        collection); a Command it returns is acted (and logged) instead of the model's (DAgger's mix of expert and
-        model). max_user_tokens / max_pending_user bound what user text holds of the pool; notify(line): where the
-        once-a-session line about a cut or drop goes (None: events only). on_sentence(text, generation): each
-        finished remark sentence (commentary=True). action_log_in_view: how many of its own past decisions the action
-        stream reads (0: none, so it cannot copy itself; the Thinker reads the last ACTION_LOG_KEPT); None: the whole
-        log, in blocks of 8 decisions (how recordings made before this setting ran). action_frames_in_view: the
-        newest frames the action stream reads (None: all the views hold). think_while_deciding=False: the Thinker
-        sits out a step that decides (not two in a row). frame_line: "aimed" or "seen" (config.EngineConfig)."""
+                 on_decision=None, notify=stderr_line):
+        """The engine options (ENGINE_OPTIONS) mean what config.EngineConfig says. on_decision(view_tokens,
+        timed_frame, command, isolated_spans): called at every decision with the tokens the action view read and its
+        isolated spans (data collection); a Command it returns is acted (and logged) instead of the model's (DAgger's
+        mix of expert and model). on_sentence(text, generation): each finished remark sentence (commentary=True).
+        notify(line): where the once-a-session line about cut or dropped user text goes (None: events only)."""
         whole_log = action_log_in_view is None
         decisions_per_block, kept = (8, 1) if whole_log else (1, max(action_log_in_view, ACTION_LOG_KEPT))
-        self.runner, self.store, self.tok, self.generation, self.bus = runner, runner.store, tokenizer, generation, bus
+        self.runner, self.store, self.tok, self.generation, self.bus = runner, runner.store, tokenizer, generation, None
         self.prefill_tokens_per_step = prefill_tokens_per_step
         self.stats = AgentStats()
         self.now_ms = 0.0
         self.sections = BlockSections(self.store, {
             "system": 1, "actions": kept, "user": user_blocks, "commentary": 2, "status": 1,
             "thoughts": budgets.thinker_paragraphs_in_view, "frames": budgets.frames_in_view})
-        self.sections["system"] = [prefill_system(runner, self._encode, grammar, scenario)]
+        self.sections["system"] = [prefill_system(runner, tokenizer, grammar, scenario)]
         sample = Sampler(temperature, seed)
         end_tokens = {t for t in (tokenizer.eos_token_id,) if t is not None}
         ctx = StreamContext(self.store, self.sections, self.stats, self._emit, tokenizer, self._sync_views)
         self.frames = FrameStream(ctx, TimeBounds(max_frame_age_ms=budgets.max_frame_age_ms),
                                   listened=lambda: self.bus is not None, signed=signed_bearings,
                                   aimed=frame_line == "aimed")
-        self.user = UserTextStream(ctx, max_tokens=max_user_tokens, max_pending=max_pending_user,
-                                   notice=OncePerKind(notify))
+        self.user = UserTextStream(ctx, notice=OncePerKind(notify))
         self.heard = TextInStream("heard", "commentary", ctx)
-        self.action = ActionStream(ctx, grammar, CommandScorer(grammar, tokenizer), self._encode(ACTION_PROMPT),
+        self.action = ActionStream(ctx, grammar, CommandScorer(grammar, tokenizer), encode(tokenizer, ACTION_PROMPT),
                                    self.frames, mode=decision_mode, decisions_per_block=decisions_per_block,
                                    on_decision=on_decision, cadence=decision_cadence)
-        self.thinker = ThinkerStream(ctx, self._encode(THOUGHT_PROMPT), sample=sample, end_tokens=end_tokens,
+        self.thinker = ThinkerStream(ctx, encode(tokenizer, THOUGHT_PROMPT), sample=sample, end_tokens=end_tokens,
                                      paragraph_tokens=budgets.thinker_tokens_per_paragraph,
                                      while_deciding=think_while_deciding)
         self.commentary = CommentaryStream(
-            ctx, self._encode(COMMENTARY_PROMPT), sample=sample, on_sentence=on_sentence, end_tokens=end_tokens,
+            ctx, encode(tokenizer, COMMENTARY_PROMPT), sample=sample, on_sentence=on_sentence, end_tokens=end_tokens,
             context=lambda: self.action.view.blocks[:] if self.frames.in_view else [],
             interval_ms=commentary_interval_ms, max_tokens=commentary_max_tokens)
         self.decoders = [self.action] + ([self.thinker] if think else []) + ([self.commentary] if commentary else [])
@@ -165,7 +158,7 @@ class MultiStreamAgent:
         """Speech (or printed text) the user actually heard: it enters the commentary section other streams read."""
         text = text.strip()
         if text:
-            self.heard.push(self._encode(HEARD_PREFIX + text))
+            self.heard.push(encode(self.tok, HEARD_PREFIX + text))
             self.stats.heard_commits += 1
             self._emit(Kind.COMMENTARY_HEARD, "commentary", sim_ms=self.now_ms, text=text)
 
@@ -196,9 +189,8 @@ class MultiStreamAgent:
         decode_rows = sum(1 for r in plan.rows if r.role in decoding and len(r.input.tokens) == 1)
         prefill_tokens = sum(len(r.input.tokens) for r in plan.rows) - decode_rows
         batch = [(r.role, len(r.input.tokens)) for r in plan.rows]
-        roles = {r.role for r in plan.rows}
         self.stats.steps += 1
-        if "action" in roles and "thinker" in roles:
+        if {"action", "thinker"} <= {role for role, _ in batch}:
             self.stats.joint_decode_steps += 1
         self._emit(Kind.ENGINE_STEP, "engine", generation=plan.generation, sim_ms=plan.now_ms, batch=batch,
                    compute_ms=seconds * 1000.0, pool_used_pages=self.store.used_pages)
@@ -208,9 +200,6 @@ class MultiStreamAgent:
         """Every view equals its selection of the sections (retain/release inside; a section's holds are ours)."""
         for view, order in self.views:
             self.sections.sync(view, order)
-
-    def _encode(self, text: str) -> list[int]:
-        return self.tok.encode(text, add_special_tokens=False)
 
     def _emit(self, kind: str, stream: str, *, generation: int | None = None, tic: int | None = None,
               sim_ms: float | None = None, **payload) -> None:

@@ -1,5 +1,5 @@
-"""The one percentile summary every latency report uses, so all benchmarks compute "p95" the same way
-(numpy's linear interpolation) and say None, never 0 or NaN, when there was nothing to measure."""
+"""The one percentile every latency report uses, so all benchmarks compute "p95" the same way (numpy's linear
+interpolation) and say None, never 0 or NaN, when there was nothing to measure."""
 
 from __future__ import annotations
 
@@ -14,8 +14,3 @@ def percentile(values: Sequence[float], q: float) -> float | None:
         return None
     return float(np.percentile(np.asarray(values, float), q))
 
-
-def summarize(values: Sequence[float], quantiles: Sequence[float] = (50, 95, 99)) -> dict[str, float | None]:
-    """{"p50": ..., "p95": ..., "p99": ..., "min": ..., "max": ...} (one "p<q>" per quantile); all None when empty."""
-    return {**{f"p{q:g}": percentile(values, q) for q in quantiles}, "min": percentile(values, 0),
-            "max": percentile(values, 100)}

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 
+def encode(tokenizer, text: str) -> list[int]:
+    """A text's tokens, without the special tokens a whole sequence gets: every text here is a piece of one."""
+    return tokenizer.encode(text, add_special_tokens=False)
+
+
 def system_prompt(scenario: str, commands: str) -> str:
     """commands: the grammar's list of command words with their buttons (ActionGrammar.describe())."""
     return (

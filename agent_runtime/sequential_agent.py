@@ -12,19 +12,18 @@ import math
 
 from envs.doom_env import DoomEnv
 
-from agent_runtime.action_executor import Action, ActionExecutor
+from agent_runtime.action_executor import Action
 from agent_runtime.action_grammar import CommandScorer
 from agent_runtime.clocks import MS_PER_TIC, FixedCost, SessionClock, measured
 from agent_runtime.events import EventBus
 from agent_runtime.generation import SessionGeneration
 from agent_runtime.model_runner import StreamInput
 from agent_runtime.multistream_agent import AgentStats, StepOutcome, prefill_system
-from agent_runtime.prompts import ACTION_PROMPT, THOUGHT_PROMPT
+from agent_runtime.prompts import ACTION_PROMPT, THOUGHT_PROMPT, encode
 from agent_runtime.sampler import Sampler
-from agent_runtime.session_loop import SessionLoop
-from agent_runtime.session_result import session_result
+from agent_runtime.session_loop import play_headless
 from agent_runtime.streams.frames import frame_line, status_line
-from agent_runtime.sync_world import SyncWorld, TimedFrame
+from agent_runtime.sync_world import TimedFrame
 from agent_runtime.time_bounds import TimeBounds
 from agent_runtime.view import View
 
@@ -34,22 +33,19 @@ class SequentialAgent:
     cycle starts on the newest frame read when the last one ended."""
 
     def __init__(self, runtime, generation: SessionGeneration, *, scenario: str, think_tokens: int, seed: int = 0,
-                 temperature: float = 0.8, source: str = "sequential"):
+                 temperature: float = 0.8):
         self.runner, self.store, self.tok = runtime.runner, runtime.store, runtime.tokenizer
         self.signed_bearings = runtime.config.engine.signed_bearings
         self.aimed = runtime.config.engine.frame_line == "aimed"
-        self.generation, self.think_tokens, self.source = generation, think_tokens, source
+        self.generation, self.think_tokens = generation, think_tokens
+        self.source = "sequential" if think_tokens else "no_think"
         self.sample = Sampler(temperature, seed)
         self.scorer = CommandScorer(runtime.grammar, self.tok)
-        self.system = prefill_system(self.runner, self._enc, runtime.grammar, scenario)
-        self.action_prompt, self.thought_prompt = self._enc(ACTION_PROMPT), self._enc(THOUGHT_PROMPT)
+        self.system = prefill_system(self.runner, self.tok, runtime.grammar, scenario)
+        self.action_prompt, self.thought_prompt = encode(self.tok, ACTION_PROMPT), encode(self.tok, THOUGHT_PROMPT)
         self.stats = AgentStats()  # steps (forwards), thinker_tokens and decisions count here
-        self.bus = None
         self.latest: TimedFrame | None = None
         self.cycle = None  # (view, frame, thought tokens left, logits of the last forward)
-
-    def _enc(self, text: str) -> list[int]:
-        return self.tok.encode(text, add_special_tokens=False)
 
     def push_frame(self, timed: TimedFrame) -> None:
         self.latest = timed
@@ -74,13 +70,11 @@ class SequentialAgent:
 
     def _read(self, timed: TimedFrame) -> StepOutcome:
         """The status and frame line go into blocks of their own (as the frame stream prefills them), in the same
-        forward as the cycle's first row, which reads them."""
+        forward as the cycle's first row, which reads them (each held by its own view, then by the cycle's alone)."""
         self.latest = None
-        prefills = []
-        for name, text in (("status", status_line(timed.frame)),
-                           ("frame", frame_line(timed, self.signed_bearings, self.aimed))):
-            view = View(self.store, name=name, own_label=name)  # held by this view, then by the cycle's view alone
-            prefills.append(StreamInput(view, self._enc(text), logits="none"))
+        prefills = [StreamInput(View(self.store, name=name, own_label=name), encode(self.tok, text), logits="none")
+                    for name, text in (("status", status_line(timed.frame)),
+                                       ("frame", frame_line(timed, self.signed_bearings, self.aimed)))]
         view = View(self.store, [self.system] + [x.view.own for x in prefills], name="sequential", own_label="cycle")
         if not self.think_tokens:  # no-think: the decision in this forward, like a multi-stream decision
             return self._decide(view, timed, self.action_prompt, None, prefills)
@@ -124,14 +118,7 @@ def run_sequential_episode(env: DoomEnv, runtime, *, think_tokens: int, seed: in
                            agent_seed: int = 0, progress=None) -> dict:
     """Read the newest frame, think, act; repeat. Fencing is off by default: an ordinary loop acts late."""
     bounds = TimeBounds(max_frame_age_ms=2 * MS_PER_TIC, max_action_age_ms=max_action_age_ms)
-    world = SyncWorld(env, SessionClock(fixed_cost), bounds)
-    generation = SessionGeneration()
-    executor = ActionExecutor(world, generation, bounds)
-    agent = SequentialAgent(runtime, generation, scenario=env.scenario, think_tokens=think_tokens, seed=agent_seed,
-                            source="sequential" if think_tokens else "no_think")
-    loop = SessionLoop(world, agent, executor, generation=generation, bus=bus, progress=progress)
-    try:
-        totals = loop.run(seed=seed, max_tics=max_tics)
-    finally:
-        agent.close()
-    return session_result(world, executor, agent, totals)
+    return play_headless(env, SessionClock(fixed_cost), bounds,
+                         lambda generation: SequentialAgent(runtime, generation, scenario=env.scenario,
+                                                            think_tokens=think_tokens, seed=agent_seed),
+                         bus=bus, progress=progress, seed=seed, max_tics=max_tics)[0]

@@ -9,8 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from agent_runtime import signals
+from agent_runtime.action_executor import ActionExecutor
 from agent_runtime.clocks import RecordedCostsEnded
 from agent_runtime.events import Kind
+from agent_runtime.generation import SessionGeneration
+from agent_runtime.session_result import session_result
+from agent_runtime.sync_world import SyncWorld
 from agent_runtime.user_inputs import UserInput
 
 PROGRESS_EVERY_MS = 2000.0
@@ -32,7 +36,6 @@ class SessionLoop:
         store: the KV pool whose peak use is reported."""
         self.world, self.agent, self.executor, self.generation = world, agent, executor, generation
         self.inputs, self.progress, self.store = inputs, progress, store
-        self.bus = None
         self.use_bus(bus)
         self.totals = SessionTotals()
 
@@ -71,7 +74,8 @@ class SessionLoop:
                     break  # a replayed run ended here
                 if self.progress is not None and self.world.clock.now_ms >= next_report:
                     next_report += PROGRESS_EVERY_MS
-                    self.progress(self.report())
+                    self.progress({"episode": t.episodes - 1, "tic": self.world.tic, "kills": self.world.env.kills,
+                                   "reward": self.world.reward, "actions": self.executor.stats.executed})
             t.end_tic = self.world.tic
         return t
 
@@ -106,7 +110,19 @@ class SessionLoop:
             self.executor.execute(direct, now)
             self.totals.user_actions += 1
 
-    def report(self) -> dict:
-        env = self.world.env
-        return {"episode": self.totals.episodes - 1, "tic": self.world.tic, "kills": env.kills,
-                "reward": self.world.reward, "actions": self.executor.stats.executed}
+
+def play_headless(env, clock, bounds, make_agent, *, inputs=None, bus=None, progress=None, store=None,
+                  **run) -> tuple[dict, object]:
+    """One headless episode on a SyncWorld, whoever plays: the agent make_agent(generation) builds (closed after
+    the run) in the one loop; returns its session_result and the agent. run: SessionLoop.run's keywords."""
+    world = SyncWorld(env, clock, bounds)
+    generation = SessionGeneration()
+    executor = ActionExecutor(world, generation, bounds)
+    agent = make_agent(generation)
+    loop = SessionLoop(world, agent, executor, generation=generation, inputs=inputs, bus=bus, progress=progress,
+                       store=store)
+    try:
+        totals = loop.run(**run)
+    finally:
+        agent.close()
+    return session_result(world, executor, agent, totals, store=store), agent

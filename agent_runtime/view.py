@@ -13,12 +13,9 @@ class View:
     def __init__(self, store: KVBlockStore, blocks: list[Block] = (), own: Block | None = None, name: str = "",
                  own_label: str | None = None):
         """own: the block it writes to (retained); own_label: start a fresh own block instead (start_own)."""
-        self.store = store
-        self.name = name
-        self.blocks: list[Block] = []
+        self.store, self.name = store, name
         self.own: Block | None = store.retain(own) if own is not None else None
-        for b in blocks:
-            self.append(b)
+        self.blocks: list[Block] = [store.retain(b) for b in blocks]
         if own_label is not None:
             self.start_own(own_label)
 

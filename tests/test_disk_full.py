@@ -188,8 +188,7 @@ def test_a_live_session_whose_disk_fills_plays_on_or_stops_cleanly(tmp_path, pol
 
     def manifest_for(index):
         return episode_manifest(config, policy="live", env_seed=config.seed + index, agent_seed=0, index=index,
-                                model_spec="tiny:llama", model_id=loaded.model_id, weight_hash=loaded.weight_hash,
-                                clock="realtime")
+                                model_spec="tiny:llama", loaded=loaded, clock="realtime")
 
     recordings = LiveRecordings(tmp_path, manifest_for, scenario=config.scenario,
                                 guard=WriteGuard(policy, notify=lines.append))

@@ -18,8 +18,7 @@ def test_every_episode_of_a_timed_live_session_is_recorded_and_replays_frame_exa
 
     def manifest_for(index):
         return episode_manifest(config, policy="live", env_seed=config.seed + index, agent_seed=0, index=index,
-                                model_spec="tiny:llama", model_id=loaded.model_id, weight_hash=loaded.weight_hash,
-                                clock="realtime")
+                                model_spec="tiny:llama", loaded=loaded, clock="realtime")
 
     announced = []
     recordings = LiveRecordings(tmp_path, manifest_for, scenario=config.scenario, announce=announced.append)

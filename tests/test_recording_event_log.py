@@ -45,7 +45,7 @@ def test_each_event_is_one_line_readable_before_close(tmp_path):
 
 def test_nan_and_odd_payloads_stay_strict_json(tmp_path):
     path = tmp_path / "events.jsonl"
-    bus, writer = _bus_with_log(path, fsync_every=1)
+    bus, writer = _bus_with_log(path)
     bus.emit("engine_step", "engine", sim_ms=float("nan"), arr=np.arange(3), obj=object(), bad=float("inf"))
     writer.close()
     line = path.read_text().strip()

@@ -155,7 +155,7 @@ def test_a_listener_that_falls_behind_keeps_the_newest_two_seconds():
     bus = EventBus()
     voice = VoiceIO(SessionGeneration(), mic_samples=samples, bus=bus)  # not started: nobody drains the queue
     try:
-        assert voice.mic.pump(blocks) == blocks
+        assert voice.devices.slots["input"].stream.pump(blocks) == blocks
         assert voice._blocks.qsize() == MAX_QUEUED_MIC_BLOCKS
         assert voice.mic_blocks_dropped == blocks - MAX_QUEUED_MIC_BLOCKS
         oldest, _ = voice._blocks.get_nowait()

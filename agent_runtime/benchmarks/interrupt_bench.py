@@ -120,8 +120,7 @@ def print_report(result: dict) -> None:
         if key_blocks:
             bl = [t[key_blocks] for t in result["trials"] if t[key_blocks] is not None]
             blocks = f"; blocks p50 {percentile(bl, 50):.0f}, p95 {percentile(bl, 95):.0f}, max {max(bl)}"
-        p95 = percentile(values, 95)
-        print(f"{label}: {Timing([v / 1000.0 for v in values]).ms()}, p95 {p95:.1f} ms{blocks}")
+        print(f"{label}: {Timing([v / 1000.0 for v in values]).ms()}, p95 {percentile(values, 95):.1f} ms{blocks}")
 
     sb = result["speaker_block"]
     print(f"{result['barge_ins']} barge-ins, mode {result['mode']}: {result['interrupted']} interrupted, "

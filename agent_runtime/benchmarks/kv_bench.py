@@ -41,11 +41,12 @@ def _interleaved(steps: dict, rounds: int, warmup: int = 1) -> dict:
 
 
 class KVBench:
-    def __init__(self, loaded: LoadedModel, *, context: int = 512, blocks: int = 8, suffix: int = 256,
-                 repeats: int = 15, device: str = "cpu", backend: str = "torch"):
-        self.loaded = loaded
-        self.context, self.blocks, self.suffix, self.repeats = context, blocks, suffix, repeats
-        self.rng = random.Random(0)
+    """(a), (b) and (c) on one model and one block store."""
+
+    context, blocks, suffix = 512, 8, 256  # (a)'s context tokens in `blocks` blocks; (b)'s tokens to recompute
+
+    def __init__(self, loaded: LoadedModel, *, repeats: int = 15, device: str = "cpu", backend: str = "torch"):
+        self.repeats, self.rng = repeats, random.Random(0)
         dtype = next(loaded.model.parameters()).dtype
         self.store = KVBlockStore.for_model(loaded.config, capacity_tokens=16384, page_size=16, dtype=dtype, device=device)
         self.plain = copy.deepcopy(loaded.model)  # same weights, transformers' own sdpa attention and cache
@@ -62,9 +63,9 @@ class KVBench:
 
     def _block(self, label: str, tokens: list[int], context: list | None = None):
         """A new block prefilled after `context` blocks; the prefill view lets go of everything after."""
-        block = self.store.create(label)
-        view = View(self.store, context or [], own=block)
+        view = View(self.store, context or [], own_label=label)
         self.runner.prefill(view, tokens)
+        block = self.store.retain(view.own)
         view.close()
         return block
 
@@ -77,11 +78,9 @@ class KVBench:
         blocks = []
         for i in range(self.blocks):
             blocks.append(self._block(f"ctx{i}", tokens[i * per : (i + 1) * per], blocks))
-        view8 = View(self.store, blocks)
-        view8.start_own("own8")
+        view8 = View(self.store, blocks, own_label="own8")
         one = self._block("ctx-one", tokens[: per * self.blocks])
-        view1 = View(self.store, [one])
-        view1.start_own("own1")
+        view1 = View(self.store, [one], own_label="own1")
 
         cache = DynamicCache(config=self.plain.config)
         with torch.inference_mode():
@@ -95,7 +94,8 @@ class KVBench:
                           "view1": lambda: self.runner.forward([StreamInput(view1, [7])])}, self.repeats, warmup=3)
         progress(f"(a) decode at {per * self.blocks} tokens: view of {self.blocks} blocks {t['view8'].ms()}, "
                  f"contiguous (transformers cache) {t['plain'].ms()}")
-        view8.close(); view1.close()
+        for v in (view8, view1):
+            v.close()
         for b in blocks + [one]:
             self.store.release(b)
         return {
@@ -113,16 +113,15 @@ class KVBench:
         drop_s, recompute_s = [], []
         for _ in range(max(3, self.repeats // 5)):
             a, m, t = self._block("head", head), self._block("middle", middle), self._block("suffix", tail)
-            view = View(self.store, [a, m, t])
-            view.start_own("own")
+            view = View(self.store, [a, m, t], own_label="own")
             for b in (a, m, t):
                 self.store.release(b)
             drop_s.append(measured(lambda: view.drop(m))[1])
             # the alternative without block-local keys: recompute every token after the dropped block
-            redo = View(self.store, [a])
-            redo.start_own("redo")
+            redo = View(self.store, [a], own_label="redo")
             recompute_s.append(measured(lambda: self.runner.prefill(redo, tail))[1])
-            view.close(); redo.close()
+            for v in (view, redo):
+                v.close()
         d, r = Timing(drop_s), Timing(recompute_s)
         progress(f"(b) drop a middle block {d.median * 1e6:.1f} us vs recompute {self.suffix} tokens {r.ms()}")
         return {"drop_us": d.median * 1e6, "recompute_ms": r.median * 1e3, "suffix_tokens": self.suffix,
@@ -132,10 +131,7 @@ class KVBench:
     def streams(self, counts=(1, 2, 4, 8), rounds: int = 20) -> dict:
         """Rounds interleave the stream counts, so machine drift hits every count alike."""
         prompt = self._block("prompt", _tokens(self.rng, 256))
-        views = {n: [View(self.store, [prompt]) for _ in range(n)] for n in counts}
-        for n, vs in views.items():
-            for v in vs:
-                v.start_own(f"s{n}")
+        views = {n: [View(self.store, [prompt], own_label=f"s{n}") for _ in range(n)] for n in counts}
         t = _interleaved({n: lambda vs=vs: self.runner.forward([StreamInput(v, [7]) for v in vs])
                           for n, vs in views.items()}, rounds)
         rates = {n: n / t[n].median for n in counts}
@@ -174,8 +170,7 @@ class KVBench:
         if self.device == "cuda":
             from agent_runtime.benchmarks.kernel_bench import kernel_vs_sdpa
 
-            result["kernel"] = kernel_vs_sdpa(device="cuda")
-            k = result["kernel"]
+            k = result["kernel"] = kernel_vs_sdpa(device="cuda")
             progress(f"(d) Triton view attention {k['triton_us']:.0f} us ({k['triton_gb_per_s']:.0f} GB/s) vs SDPA on a "
                      f"contiguous copy {k['sdpa_contiguous_us']:.0f} us ({k['sdpa_gb_per_s']:.0f} GB/s)")
         return result

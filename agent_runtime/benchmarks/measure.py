@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import platform
 import statistics
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
-from agent_runtime.percentiles import summarize
+from agent_runtime.percentiles import percentile
 
 
 @dataclass
@@ -58,8 +60,8 @@ def shown(value, unit: str = "", spec: str = ".0f") -> str:
 
 def stats(name: str, values, which=("p50", "p95", "max")) -> dict:
     """The result keys `name`_p50, `name`_p95, ... (None without values): the quantiles and extremes asked for."""
-    summary = summarize(values, [float(w[1:]) for w in which if w.startswith("p")])
-    return {f"{name}_{w}": summary[w] for w in which}
+    extremes = {"min": 0, "max": 100}
+    return {f"{name}_{w}": percentile(values, extremes[w] if w in extremes else float(w[1:])) for w in which}
 
 
 def subplots(*args, **kwargs):
@@ -78,3 +80,15 @@ def save_figure(fig, path, **savefig) -> None:
     fig.tight_layout()
     fig.savefig(path, **savefig)
     plt.close(fig)
+
+
+def write_result(result: dict, json_path: Path, figure_path: Path, plot) -> dict:
+    """The figure `plot(figure_path)` draws, then the result naming it as JSON, without the agents' raw "_samples"
+    (a CDF's input, too long to read); returns what was written."""
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    plot(figure_path)
+    public = json.loads(json.dumps({**result, "plot": str(figure_path)}, default=str))
+    for summary in public.get("agents", {}).values():
+        summary.pop("_samples", None)
+    json_path.write_text(json.dumps(public, indent=2))
+    return public

@@ -6,11 +6,10 @@ survival tics (mean and standard deviation), reaction p50 for the model agents; 
 
 from __future__ import annotations
 
-import json
 import statistics
 from pathlib import Path
 
-from agent_runtime.benchmarks.measure import progress, save_figure, subplots
+from agent_runtime.benchmarks.measure import progress, save_figure, subplots, write_result
 from agent_runtime.percentiles import percentile
 
 MODEL_AGENTS = ("multi_stream", "multi_stream_untrained", "sequential", "no_think")
@@ -46,18 +45,6 @@ def play_model_episode(name: str, env, runtimes: dict, *, seed: int, max_tics, f
                                   fixed_cost=fixed_cost, agent_seed=seed)
 
 
-def play_player_episode(name: str, open_env, *, seed: int, max_tics) -> dict:
-    """A player without a model, on a fresh engine seeded like the model agents' episode."""
-    from agent_runtime.baseline_policies import make_policy, run_baseline_episode
-
-    with open_env(seed) as env:
-        policy = make_policy(name, env.buttons, seed=seed, screen_width=env.resolution[1])
-        result = run_baseline_episode(env, policy, max_tics=max_tics)
-    result["tics"] = max(result["tics"], 0)  # the engine reads tic 0 after a map that ended with the kill
-    result.pop("reaction_samples_ms")  # a player without a model decides in no time: it has no reaction to report
-    return result
-
-
 def play_runtimes(loaded, config, env, agents, *, model_spec) -> dict:
     """The runtimes the model agents play on: "trained" on `loaded`, "untrained" on the same weights without
     the adapter (loaded only when one is merged and multi_stream_untrained plays)."""
@@ -75,11 +62,19 @@ def play_runtimes(loaded, config, env, agents, *, model_spec) -> dict:
 
 def play_one(name: str, env, open_env, runtimes: dict, *, seed: int, max_tics=None, fixed_cost=None,
              think_tokens: int = 64) -> dict:
-    """One episode of one agent on seed `seed` (what a Ray worker plays too)."""
+    """One episode of one agent on seed `seed` (what a Ray worker plays too); a player without a model plays on a
+    fresh engine seeded like the model agents' episode."""
+    from agent_runtime.baseline_policies import make_policy, run_baseline_episode
+
     if name in MODEL_AGENTS:
         return play_model_episode(name, env, runtimes, seed=seed, max_tics=max_tics, fixed_cost=fixed_cost,
                                   think_tokens=think_tokens)
-    return play_player_episode(name, open_env, seed=seed, max_tics=max_tics)
+    with open_env(seed) as fresh:
+        policy = make_policy(name, fresh.buttons, seed=seed, screen_width=fresh.resolution[1])
+        result = run_baseline_episode(fresh, policy, max_tics=max_tics)
+    result["tics"] = max(result["tics"], 0)  # the engine reads tic 0 after a map that ended with the kill
+    result.pop("reaction_samples_ms")  # a player without a model decides in no time: it has no reaction to report
+    return result
 
 
 def report_episode(index: int, episodes: int, name: str, r: dict, where: str = "") -> None:
@@ -124,9 +119,5 @@ def plot_kills(result: dict, path: Path, title: str) -> None:
 
 
 def write_outputs(result: dict, out_dir: Path, title: str) -> dict:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    plot = out_dir / "play_kills.png"
-    plot_kills(result, plot, title)
-    result["plot"] = str(plot)
-    (out_dir / "play.json").write_text(json.dumps(result, indent=2, default=str))
-    return result
+    return write_result(result, out_dir / "play.json", out_dir / "play_kills.png",
+                        lambda path: plot_kills(result, path, title))

@@ -6,13 +6,12 @@ latency = session time from reading a frame to executing the action conditioned 
 
 from __future__ import annotations
 
-import json
 import statistics
 from pathlib import Path
 
 import numpy as np
 
-from agent_runtime.benchmarks.measure import progress, save_figure, shown, stats, subplots
+from agent_runtime.benchmarks.measure import progress, save_figure, shown, stats, subplots, write_result
 from agent_runtime.benchmarks.play_bench import play_interleaved, play_model_episode
 from agent_runtime.percentiles import percentile
 
@@ -97,12 +96,5 @@ def plot_cdf(agents: dict, path: Path, title: str) -> None:
 
 
 def write_outputs(result: dict, out_dir: Path, title: str) -> dict:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    plot = out_dir / "reaction_cdf.png"
-    plot_cdf(result["agents"], plot, title)
-    public = json.loads(json.dumps(result, default=str))
-    for summary in public["agents"].values():
-        summary.pop("_samples", None)
-    public["plot"] = str(plot)
-    (out_dir / "reaction.json").write_text(json.dumps(public, indent=2))
-    return public
+    return write_result(result, out_dir / "reaction.json", out_dir / "reaction_cdf.png",
+                        lambda path: plot_cdf(result["agents"], path, title))

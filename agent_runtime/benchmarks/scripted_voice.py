@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from agent_runtime.generation import SessionGeneration
-from agent_runtime.voice.audio_io import CallbackTime, RecordingSpeaker, _DeviceFreeStream, resample
+from agent_runtime.voice.audio_io import ArrayMicrophone, RecordingSpeaker, resample
 from agent_runtime.voice.voice_io import MIC_BLOCK, MIC_RATE, SPEAKER_BLOCK, SPEAKER_RATE, VoiceIO
 
 USER_VOICE = "en"  # British English: a different voice from the agent's en-us commentary
@@ -38,44 +38,40 @@ def synthesize_phrases(phrases) -> dict[str, np.ndarray]:
     tts = EspeakTts(SessionGeneration(), voice=USER_VOICE, words_per_minute=150)  # never bumped
     out = {}
     for phrase in dict.fromkeys(phrases):
-        x = resample(tts.synthesize(phrase), tts.sample_rate, MIC_RATE).astype(np.float32) * 0.8
+        x = resample(tts.synthesize(phrase), tts.sample_rate, MIC_RATE) * 0.8
         loud = np.flatnonzero(np.abs(x) >= ONSET_FRACTION * float(np.abs(x).max()))
         out[phrase] = x[int(loud[0]):] if loud.size else x
     return out
 
 
-class ScriptedMicrophone(_DeviceFreeStream):
-    """A device-free microphone that streams low noise and mixes phrases in when told (ArrayMicrophone's
-    interface: VoiceIO's pump calls pump(1) once per 32 ms block)."""
+class ScriptedMicrophone(ArrayMicrophone):
+    """A device-free microphone that streams low noise forever (its `samples`, looped) and mixes phrases in when
+    told (VoiceIO's pump calls pump(1) once per 32 ms block)."""
 
-    def __init__(self, seed: int, noise_rms: float = 3e-4, blocksize: int = MIC_BLOCK, samplerate: int = MIC_RATE):
-        rng = np.random.default_rng(seed)
-        self.blocksize, self.samplerate = blocksize, samplerate
-        self._noise = rng.normal(0.0, noise_rms, 32 * blocksize).astype(np.float32)  # ~1 s, looped
+    finished = False
+
+    def __init__(self, seed: int):
+        super().__init__(np.random.default_rng(seed).normal(0.0, 3e-4, 32 * MIC_BLOCK), None)  # ~1 s of low noise
         self._pending = np.zeros(0, np.float32)
         self._lock = threading.Lock()
-        self.position = 0  # samples delivered so far
         self.t_origin: float | None = None  # when block 0 was due on the pump's schedule
 
     @property
     def injecting(self) -> bool:
         return self._pending.size > 0
 
-    def pump(self, n_blocks: int = 1) -> int:
-        for _ in range(n_blocks):
-            with self._lock:
-                # the pump is never early (an absolute schedule, block j due at origin + j periods), only late
-                origin = time.monotonic() - self.position / self.samplerate
-                self.t_origin = origin if self.t_origin is None else min(self.t_origin, origin)
-                k = (self.position // self.blocksize) % 32
-                block = self._noise[k * self.blocksize:(k + 1) * self.blocksize].copy()
-                n = min(self.blocksize, self._pending.size)
-                block[:n] += self._pending[:n]
-                self._pending = self._pending[n:]
-                start, self.position = self.position, self.position + self.blocksize
-            t = start / self.samplerate
-            self.callback(block.reshape(-1, 1), self.blocksize, CallbackTime(inputBufferAdcTime=t, currentTime=t), None)
-        return n_blocks
+    def _next_block(self) -> np.ndarray:
+        with self._lock:
+            # the pump is never early (an absolute schedule, block j due at origin + j periods), only late
+            origin = time.monotonic() - self.position / self.samplerate
+            self.t_origin = origin if self.t_origin is None else min(self.t_origin, origin)
+            k = self.position % self.samples.size
+            block = self.samples[k : k + self.blocksize].copy()
+            n = min(self.blocksize, self._pending.size)
+            block[:n] += self._pending[:n]
+            self._pending = self._pending[n:]
+            self.position += self.blocksize
+        return block
 
     def say(self, samples: np.ndarray) -> int:
         """Mix `samples` in from the next block on; returns the stream index of their first sample."""
@@ -103,8 +99,8 @@ class BlockSpeaker(RecordingSpeaker):
     """A device-free speaker that keeps only the times and silence of its last `keep` blocks (None: all), not the
     audio."""
 
-    def __init__(self, blocksize: int = SPEAKER_BLOCK, samplerate: int = SPEAKER_RATE, keep: int | None = 512):
-        super().__init__(None, blocksize, samplerate)
+    def __init__(self, keep: int | None = 512):
+        super().__init__(None, SPEAKER_BLOCK, SPEAKER_RATE)
         self.blocks: deque[SpeakerBlock] = deque(maxlen=keep)  # 512: ~23 s, more than one trial needs
         self.t_first: float | None = None
 
@@ -120,11 +116,11 @@ class BlockSpeaker(RecordingSpeaker):
         return self.blocks[-1]
 
 
-def open_voice(phrases: dict, *, mode: str, seed: int, bus=None, generation: SessionGeneration | None = None,
+def open_voice(phrases: dict, *, mode: str, seed: int, bus=None,
                keep: int | None = 512) -> tuple[VoiceIO, ScriptedMicrophone, BlockSpeaker]:
     """VoiceIO on a scripted microphone and a block speaker (not started), its listener warmed up off the clock."""
     mic, speaker = ScriptedMicrophone(seed), BlockSpeaker(keep=keep)
-    voice = VoiceIO(generation or SessionGeneration(), mode=mode, device_free=True, bus=bus,
+    voice = VoiceIO(SessionGeneration(), mode=mode, device_free=True, bus=bus,
                     open_input=mic.connect, open_output=speaker.connect)
     voice.pipeline.run(phrases["turn left"])  # warm up ONNX and the recognizer off the clock
     voice.pipeline.reset()

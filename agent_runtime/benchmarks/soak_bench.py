@@ -22,7 +22,6 @@ from agent_runtime.benchmarks.measure import progress, save_figure, shown, stats
 from agent_runtime.benchmarks.scripted_voice import (BargeInTrial, BlockSpeaker, ScriptedMicrophone, measure, open_voice,
                                                      speak, synthesize_phrases, wait_until)
 from agent_runtime.events import EventBus, Kind
-from agent_runtime.generation import SessionGeneration
 from agent_runtime.live_session import run_live
 from agent_runtime.percentiles import percentile
 from agent_runtime.voice.voice_io import MIC_RATE, VoiceIO
@@ -186,11 +185,10 @@ def run_soak(env, runtime, *, seconds: float, seed: int = 0, mode: str = "immedi
     SIGINT/SIGTERM stop it after the current engine step: the signals.Interrupted raised carries the summary
     of what was measured so far as `soak_result` (with complete false)."""
     phrases = synthesize_phrases(SCRIPT)
-    generation = SessionGeneration()
     sink = SoakEvents()
     bus = EventBus("soak", clock="realtime", keep=False)
     bus.sinks.append(sink)
-    voice, mic, speaker = open_voice(phrases, mode=mode, seed=seed, bus=bus, generation=generation)
+    voice, mic, speaker = open_voice(phrases, mode=mode, seed=seed, bus=bus)
     sampler = Sampler(runtime.store)
     t0 = time.monotonic()
     director = Director(voice, mic, speaker, phrases, every_s=every_s, seed=seed, t0=t0, sampler=sampler)
@@ -201,7 +199,7 @@ def run_soak(env, runtime, *, seconds: float, seed: int = 0, mode: str = "immedi
     director.start()
     live, stopped = None, None
     try:
-        live = run_live(env, runtime, seconds=seconds, voice=voice, generation=generation, bus=bus)
+        live = run_live(env, runtime, seconds=seconds, voice=voice, bus=bus)
     except signals.Interrupted as e:
         stopped = e
     finally:
@@ -220,32 +218,18 @@ def run_soak(env, runtime, *, seconds: float, seed: int = 0, mode: str = "immedi
     return result
 
 
-def _fifths(t0: float, t1: float) -> tuple[tuple[float, float], tuple[float, float]]:
-    fifth = (t1 - t0) / 5.0
-    return (t0, t0 + fifth), (t1 - fifth, t1 + 1e-9)
-
-
-def _growth_pct(first, last) -> float | None:
-    return None if first is None or last is None or first <= 0 else (last - first) / first * 100.0
-
-
-def _within(last, first, pct: float) -> bool | None:
-    return None if first is None or last is None else last <= first * (1.0 + pct / 100.0)
-
-
 def _memory(samples, first, last) -> dict:
-    def median(values):
+    def median(fifth, col):
+        values = [s[col] for s in samples if fifth[0] <= s[0] < fifth[1]]
         return float(np.median(values)) if values else None
 
-    out = {}
-    for name, col in (("rss_mb", 1), ("kv_pages", 2)):
-        a = median([s[col] for s in samples if first[0] <= s[0] < first[1]])
-        b = median([s[col] for s in samples if last[0] <= s[0] < last[1]])
-        out.update({f"{name}_first_fifth": a, f"{name}_last_fifth": b, f"{name}_max": max((s[col] for s in samples),
-                                                                                            default=None)})
-    out["rss_growth_pct"] = _growth_pct(out["rss_mb_first_fifth"], out["rss_mb_last_fifth"])
-    out["kv_growth_pct"] = _growth_pct(out["kv_pages_first_fifth"], out["kv_pages_last_fifth"])
-    return out
+    out, growth = {}, {}
+    for name, short, col in (("rss_mb", "rss", 1), ("kv_pages", "kv", 2)):
+        a, b = median(first, col), median(last, col)
+        out.update({f"{name}_first_fifth": a, f"{name}_last_fifth": b,
+                    f"{name}_max": max((s[col] for s in samples), default=None)})
+        growth[f"{short}_growth_pct"] = None if a is None or b is None or a <= 0 else (b - a) / a * 100.0
+    return {**out, **growth}
 
 
 def _latencies(sink: SoakEvents, trials: list[SoakTrial], t0: float, first, last) -> dict:
@@ -276,7 +260,8 @@ def _latencies(sink: SoakEvents, trials: list[SoakTrial], t0: float, first, last
 
 def summarize(samples, sink: SoakEvents, trials: list[SoakTrial], t0: float, t1: float) -> dict:
     """The report: memory and latencies first fifth vs last fifth, sequence gaps, counters and pass flags."""
-    first, last = _fifths(t0, t1)
+    fifth = (t1 - t0) / 5.0
+    first, last = (t0, t0 + fifth), (t1 - fifth, t1 + 1e-9)
     result = {"seconds": round(t1 - t0, 1), **_memory(samples, first, last),
               **_latencies(sink, trials, t0, first, last),
               "events": sink.count, "seq_gaps": sink.seq_gaps(), "seq_duplicates": sink.duplicates,
@@ -291,23 +276,18 @@ def summarize(samples, sink: SoakEvents, trials: list[SoakTrial], t0: float, t1:
         "passed_rss_growth": None if g is None else g < TARGET_RSS_GROWTH_PCT,
         "passed_seq_gaps": result["seq_gaps"] == 0 and result["seq_duplicates"] == 0,
         "passed_barge_in_p95": None if b95 is None else b95 <= TARGET_BARGE_IN_P95_MS,
-        "passed_reaction_drift": _within(result["reaction_ms_p95_last_fifth"], result["reaction_ms_p95_first_fifth"],
-                                         TARGET_DRIFT_PCT),
-        "passed_barge_in_drift": _within(result["barge_in_ms_p95_last_fifth"], result["barge_in_ms_p95_first_fifth"],
-                                         TARGET_DRIFT_PCT),
     }
+    for name in ("reaction", "barge_in"):
+        a, b = result[f"{name}_ms_p95_first_fifth"], result[f"{name}_ms_p95_last_fifth"]
+        flags[f"passed_{name}_drift"] = None if a is None or b is None else b <= a * (1.0 + TARGET_DRIFT_PCT / 100.0)
     result.update(flags, passed=all(v is True for v in flags.values()))
     result["samples"] = [[round(t - t0, 2), round(rss, 1), pages] for t, rss, pages in samples]
-    result["reaction_series"] = _thin([(t - t0, ms) for t, ms in zip(sink.reaction_t, sink.reaction_ms)], 2000)
+    reactions = list(zip(sink.reaction_t, sink.reaction_ms))
+    step = max(1, len(reactions) // 2000)  # about 2000 points: the plot needs no more
+    result["reaction_series"] = [[round(t - t0, 2), round(ms, 1)] for t, ms in reactions[::step]]
     result["trials"] = [dict(vars(t)) for t in trials]
     result["events_by_kind"] = dict(sink.kinds)
     return result
-
-
-def _thin(points: list[tuple[float, float]], n: int) -> list[list[float]]:
-    """At most about n points, evenly spaced (the plot needs no more)."""
-    step = max(1, len(points) // n)
-    return [[round(t, 2), round(v, 1)] for t, v in points[::step]]
 
 
 def plot_soak(result: dict, path, title: str) -> None:

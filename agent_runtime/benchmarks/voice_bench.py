@@ -31,7 +31,7 @@ def synthesize_script(script: list[tuple[str, str]]) -> tuple[np.ndarray, list[f
     tts = EspeakTts(SessionGeneration())
     track, ends, t = [np.zeros(int(0.8 * MIC_RATE), np.float32)], [], 0.8
     for phrase, _ in script:
-        audio = resample(tts.synthesize(phrase), tts.sample_rate, MIC_RATE).astype(np.float32)
+        audio = resample(tts.synthesize(phrase), tts.sample_rate, MIC_RATE)
         track += [audio, np.zeros(int(GAP_S * MIC_RATE), np.float32)]
         t += len(audio) / MIC_RATE
         ends.append(t)
@@ -42,12 +42,11 @@ def synthesize_script(script: list[tuple[str, str]]) -> tuple[np.ndarray, list[f
 def run_voice_bench(env, runtime, *, commands: int, seed: int = 0, mode: str = "immediate") -> dict:
     script = command_script(env.buttons, commands, seed)
     track, ends = synthesize_script(script)
-    generation = SessionGeneration()
-    voice = VoiceIO(generation, mode=mode, mic_samples=track)
+    voice = VoiceIO(SessionGeneration(), mode=mode, mic_samples=track)
     bus = EventBus()
     seconds = len(track) / MIC_RATE + 0.5
     progress(f"speaking {commands} commands over {seconds:.0f} s of real-time play")
-    result = run_live(env, runtime, seconds=seconds, voice=voice, generation=generation, bus=bus)
+    result = run_live(env, runtime, seconds=seconds, voice=voice, bus=bus)
     said = bus.of_kind(Kind.USER_INPUT)
     executed = [e for e in bus.of_kind(Kind.ACTION_EXECUTED) if e.stream == "user"]
     latencies, correct = [], 0

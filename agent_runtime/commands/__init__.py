@@ -50,13 +50,6 @@ def check_scenario(name: str) -> None:
         raise UserError(str(e)) from None
 
 
-def require_expressible(env) -> None:
-    """Model policies speak in grammar commands: a scenario with delta buttons is a UserError up front."""
-    from agent_runtime.action_grammar import check_expressible
-
-    check_expressible(env.buttons, env.scenario)
-
-
 def require_cuda(device: str) -> None:
     """--device cuda on a machine without one is a UserError before the model loads."""
     if device == "cuda":

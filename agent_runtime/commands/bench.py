@@ -9,9 +9,7 @@ from pathlib import Path
 from agent_runtime import fanout, signals
 from agent_runtime.commands import add_options, at_least, check_scenario, fixed_cost, require_cuda, writable_dir
 from agent_runtime.errors import UserError
-from agent_runtime.fanout import options as fanout_options
-from agent_runtime.fanout.play_bench_fanout import run_play_bench_on_ray
-from agent_runtime.fanout.reaction_bench_fanout import run_reaction_bench_on_ray
+from agent_runtime.fanout.play_bench_fanout import run_play_bench_on_ray, run_reaction_bench_on_ray
 
 ADAPTER_HELP = ("LoRA adapter merged at load (default: the one shipped for --scenario; `none`: the untrained model; "
                 "or a path)")
@@ -82,7 +80,7 @@ def _episodes_bench(sub, name: str, runner, help_text: str, files: str):
     _model_arguments(p)
     p.add_argument("--think-tokens", type=int, default=64,
                    help="sequential agent's thought tokens per cycle (default 64)")
-    fanout_options.add_arguments(p)  # --workers, --ray-address
+    fanout.add_arguments(p)  # --workers, --ray-address
     return p
 
 
@@ -96,19 +94,22 @@ def _model_arguments(p, *, adapter: bool = True, threads: bool = True) -> None:
         p.add_argument("--adapter", help=ADAPTER_HELP)
 
 
-def _load(args, *, clock: str, threads: int | None = None, device: str = "cpu"):
-    """Threads, model and the machine header every benchmark prints first."""
+def load_bench_model(args, *, clock: str | None = None, device: str = "cpu", header: bool = True):
+    """Threads (--threads), model and the machine header every benchmark prints first (a Ray worker's: the driver
+    prints it). clock None: the episode benches', a fixed cost per token or the measured step time."""
     from agent_runtime.adapters import DEFAULT
     from agent_runtime.benchmarks.measure import machine_info, print_header
     from agent_runtime.model_loader import load_for_cpu
 
     require_cuda(device)
     adapter = (args.adapter or DEFAULT) if hasattr(args, "adapter") else None  # kv and memory measure no skill
-    loaded = load_for_cpu(args.model, dtype=args.dtype, threads=threads, adapter=adapter,
+    loaded = load_for_cpu(args.model, dtype=args.dtype, threads=getattr(args, "threads", None), adapter=adapter,
                           scenario=getattr(args, "scenario", None),
                           tokenizer=args.bench != "kv", announce=False)  # the header says it
+    clock = clock or ("fixed_cost" if args.fixed_cost else "compute (world advanced by measured step time)")
     info = machine_info(loaded.model_id, loaded.cpu.threads, clock=clock, device=device, cpu=loaded.cpu)
-    print_header(info)
+    if header:
+        print_header(info)
     return loaded, info
 
 
@@ -147,7 +148,7 @@ def _run_kv(args) -> int:
 
     at_least(args, 3, "--repeats")
     out = writable_dir(args.out, "--out")
-    loaded, info = _load(args, clock="wall", threads=args.threads, device=args.device)
+    loaded, info = load_bench_model(args, clock="wall", device=args.device)
     loaded.model.to(args.device)
     backend = "triton" if args.device == "cuda" else "torch"
     result = _stamp(KVBench(loaded, repeats=args.repeats, device=args.device, backend=backend).run(), info)
@@ -174,14 +175,13 @@ def _print_kv(result: dict) -> None:
 def _play_episodes(args, on_ray, here, write_outputs, table) -> int:
     """bench reaction and play: the (episode, agent) pairs played by Ray workers, or here on one loaded model;
     the result written by `write_outputs` and shown by `table`. Exit 1 when Ray lost a pair."""
-    fanout_options.check(args)
+    fanout.check(args)
     check_scenario(args.scenario)
     out = writable_dir(args.out, "--out")
     if fanout.wanted(args):  # the same (episode, agent) pairs, played by Ray workers
         result, title = on_ray()
     else:
-        clock = "fixed_cost" if args.fixed_cost else "compute (world advanced by measured step time)"
-        loaded, info = _load(args, clock=clock, threads=args.threads, device=getattr(args, "device", "cpu"))
+        loaded, info = load_bench_model(args, device=getattr(args, "device", "cpu"))
         result, title = here(loaded, info)
         _stamp(result, info, args, loaded)
     public = write_outputs(result, out, title)
@@ -225,7 +225,7 @@ def _run_memory(args) -> int:
     at_least(args, 10, "--frames")
     check_scenario(args.scenario)
     out = writable_dir(args.out, "--out")
-    loaded, info = _load(args, clock="fixed_cost" if args.fixed_cost else "compute")
+    loaded, info = load_bench_model(args, clock="fixed_cost" if args.fixed_cost else "compute")
     with _open_runtime(args, loaded, env_seed=0) as runtime:
         result = run_memory_soak(runtime.env, runtime, frames=args.frames, fixed_cost=fixed_cost(args))
     plot_memory(result.pop("_samples"), out / "memory.png",
@@ -259,7 +259,7 @@ def _run_voice(args) -> int:
     at_least(args, 1, "--commands")
     check_scenario(args.scenario)
     # the free cores, as in live: the real-time game and audio take well under half a core
-    loaded, info = _load(args, clock=REALTIME_CLOCK, threads=args.threads)
+    loaded, info = load_bench_model(args, clock=REALTIME_CLOCK)
     with _open_runtime(args, loaded, env_seed=args.seed, clock="realtime") as runtime:
         result = run_voice_bench(runtime.env, runtime, commands=args.commands, seed=args.seed, mode=args.barge_in)
     _stamp(result, info)
@@ -281,7 +281,7 @@ def _run_soak(args) -> int:
     json_path = Path(args.json) if args.json not in (None, "-") else None
     if json_path is not None:
         writable_dir(str(json_path.parent), "--json")
-    loaded, info = _load(args, clock=REALTIME_CLOCK, threads=args.threads)
+    loaded, info = load_bench_model(args, clock=REALTIME_CLOCK)
     title = f"soak: {args.scenario}, {loaded.model_id}, {args.minutes:g} min, barge-in {args.barge_in}"
     try:
         with _open_runtime(args, loaded, env_seed=args.seed, clock="realtime") as runtime:

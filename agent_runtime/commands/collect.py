@@ -9,9 +9,8 @@ import argparse
 import time
 
 from agent_runtime import fanout
-from agent_runtime.commands import add_options, at_least, check_scenario, fixed_cost, require_expressible, writable_dir
+from agent_runtime.commands import add_options, at_least, check_scenario, fixed_cost, writable_dir
 from agent_runtime.errors import UserError
-from agent_runtime.fanout import options as fanout_options
 from agent_runtime.fanout.collect_fanout import run_collect
 from agent_runtime.notices import stderr_line
 
@@ -32,7 +31,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--labeller", choices=("view", "full"), default="view",
                    help="who labels: view (default), the expert restricted to what the action view holds, whose labels "
                         "a model can learn; full, the privileged expert of `episode --policy expert`")
-    fanout_options.add_arguments(p)  # --workers, --ray-address
+    fanout.add_arguments(p)  # --workers, --ray-address
 
 
 def _manifest(args, loaded, config, buttons) -> dict:
@@ -57,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     at_least(args, 1, "--episodes", "--max-tics")
     if not 0.0 <= args.expert_acts <= 1.0:
         raise UserError(f"--expert-acts must be a probability between 0 and 1 (got {args.expert_acts})")
-    fanout_options.check(args)
+    fanout.check(args)
     check_scenario(args.scenario)
     out = writable_dir(args.out, "--out")
     if fanout.wanted(args):  # Ray workers play and label; this process writes the data set in episode order
@@ -65,8 +64,7 @@ def run(args: argparse.Namespace) -> int:
     config = load_config(args.config, scenario=args.scenario, seed=args.seed)
     with Runtime.open(config, model=args.model, threads=args.threads, seed=MODEL_SEED, adapter=args.adapter,
                       env_seed=args.seed) as runtime:
-        env, loaded = runtime.env, runtime.loaded
-        require_expressible(env)
+        env, loaded = runtime.env, runtime.loaded  # (its grammar refused a scenario with delta buttons)
         runtime.time_bounds(fixed_cost(args), announce=True)  # the fence the data plays under
         log = DecisionLog(out, _manifest(args, loaded, config, env.buttons))
         try:

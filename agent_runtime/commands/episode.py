@@ -12,12 +12,10 @@ from pathlib import Path
 
 from envs.engine_guard import EngineDied, EngineHung
 
-from agent_runtime import signals
+from agent_runtime import fanout, signals
 from agent_runtime.commands import (add_on_disk_full, add_options, at_least, check_scenario, fixed_cost, print_progress,
-                                    require_expressible, writable_dir)
+                                    writable_dir)
 from agent_runtime.errors import UserError, first_line
-from agent_runtime import fanout
-from agent_runtime.fanout import options as fanout_options
 from agent_runtime.fanout.episode_fanout import run_episodes
 from agent_runtime.notices import stderr_line
 
@@ -52,7 +50,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--user-text", action="append", metavar="STEP:TEXT",
                    help="llm policy: type TEXT to the agent at engine step STEP (repeatable); a command such as "
                         "TURN_LEFT or 'ATTACK 3' also acts at once. Recorded as user_input, replayed by --rerun")
-    fanout_options.add_arguments(p)  # --workers, --ray-address
+    fanout.add_arguments(p)  # --workers, --ray-address
 
 
 def _readable(result: dict) -> str:
@@ -70,23 +68,19 @@ def _readable(result: dict) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from agent_runtime.config import load_config
+    from agent_runtime.recording.user_script import parse_user_text_args
+    from agent_runtime.recording.write_guard import RecordingStopped, WriteGuard
 
     at_least(args, 1, "--episodes", "--max-tics", "--think-tokens", "--threads")
     at_least(args, 0, "--lag-tics")
     if args.user_text and args.policy != "llm":
         raise UserError("--user-text is for the llm policy")
-    fanout_options.check(args)
+    fanout.check(args)
     config = load_config(args.config, scenario=args.scenario, seed=args.seed, clock=args.clock)
-
-    from agent_runtime.recording.user_script import parse_user_text_args
-    from agent_runtime.recording.write_guard import RecordingStopped, WriteGuard
-
     check_scenario(config.scenario)
     user_texts = parse_user_text_args(args.user_text)
     out_dir = writable_dir(args.out, "--out") if args.out else None
-    record_root = None
-    if not args.no_record:
-        record_root = out_dir or writable_dir(config.recordings_dir, "recordings_dir")
+    record_root = None if args.no_record else out_dir or writable_dir(config.recordings_dir, "recordings_dir")
     if fanout.wanted(args):  # --workers N / --ray-address: the same episodes, played by Ray workers
         return run_episodes(args, config, user_texts, out_dir, record_root)
 
@@ -248,13 +242,14 @@ class _ModelPlayer:
     """llm / sequential / no_think: the model is loaded once; each episode plays on its own DoomEnv."""
 
     def __init__(self, args, config, env, user_texts: dict[int, str]):
+        from agent_runtime.action_grammar import check_expressible
+        from agent_runtime.recording.user_script import command_for_text
         from agent_runtime.runtime import Runtime
-        from agent_runtime.recording.user_script import build_user_script
 
         if config.clock != "sync":
             raise UserError("model policies in `episode` run headless on the sync clock; "
                             "use `agent-runtime live` for real time")
-        require_expressible(env)
+        check_expressible(env.buttons, env.scenario)  # before the model loads
         spec = args.model or config.model.path
         if spec and not spec.startswith("tiny:") and not Path(spec).expanduser().exists():
             raise UserError(f"model path does not exist: {spec} "
@@ -263,22 +258,20 @@ class _ModelPlayer:
         self.runtime = Runtime.open(config, model=spec, env=env, threads=args.threads, seed=MODEL_SEED,
                                     adapter=args.adapter)
         self.loaded = self.runtime.loaded
-        self.threads = self.loaded.cpu.threads
         self.fixed = fixed_cost(args)
         # the bounds the multi-stream agent plays under (max_action_age_ms auto resolved once, announced)
         self.bounds = self.runtime.time_bounds(self.fixed, announce=True) if args.policy == "llm" else None
-        self.user_script = build_user_script(user_texts, self.runtime.grammar) if user_texts else None
+        # texts that spell a command also act directly (as a typed button command does)
+        self.user_script = {step: (text, command_for_text(self.runtime.grammar, text))
+                            for step, text in user_texts.items()} or None
         self.think_tokens = {"sequential": args.think_tokens, "no_think": 0}.get(args.policy)
 
     def manifest(self, seed: int, index: int):
         from agent_runtime.recording.episode_recorder import episode_manifest
 
-        return episode_manifest(
-            self.config, policy=self.args.policy, env_seed=seed, agent_seed=seed, index=index, model_spec=self.spec,
-            model_id=self.loaded.model_id, weight_hash=self.loaded.weight_hash, model_seed=MODEL_SEED,
-            threads=self.threads, fixed_cost=self.fixed, think_tokens=self.think_tokens, max_tics=self.args.max_tics,
-            cpu=self.loaded.cpu, adapter=self.loaded.adapter, bounds=self.bounds,
-        )
+        return episode_manifest(self.config, policy=self.args.policy, env_seed=seed, agent_seed=seed, index=index,
+                                model_spec=self.spec, loaded=self.loaded, model_seed=MODEL_SEED, fixed_cost=self.fixed,
+                                think_tokens=self.think_tokens, max_tics=self.args.max_tics, bounds=self.bounds)
 
     def play(self, env, seed: int, recording) -> dict:
         from agent_runtime.llm_episode import run_llm_episode
@@ -298,6 +291,6 @@ class _ModelPlayer:
             result = run_sequential_episode(played, self.runtime, think_tokens=self.think_tokens, **common)
         result.pop("reaction_samples_ms", None)
         result.update(scenario=env.scenario, policy=self.args.policy, seed=seed, model=self.loaded.model_id,
-                      threads=self.threads, cpu_path=self.loaded.cpu.name,
+                      threads=self.loaded.cpu.threads, cpu_path=self.loaded.cpu.name,
                       adapter=self.loaded.adapter.hash if self.loaded.adapter else None, wall_s=time.monotonic() - t0)
         return result

@@ -7,7 +7,7 @@ import json
 import os
 import sys
 
-from agent_runtime.commands import add_on_disk_full, add_options, check_scenario, print_progress, require_expressible
+from agent_runtime.commands import add_on_disk_full, add_options, check_scenario, print_progress
 from agent_runtime.errors import UserError
 from agent_runtime.notices import stderr_line
 
@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     if recordings is None and voice is not None:
         voice.attach(None, None)
     try:
-        result = _play(args, config, window, generation, loaded, loaded.cpu.threads, voice, recordings, bounds)
+        result = _play(args, config, window, generation, loaded, voice, recordings, bounds)
     except RecordingStopped:  # --on-disk-full stop: the guard's line said why; the recording is closed below
         return 1
     finally:
@@ -99,25 +99,23 @@ def _recordings(args, config, loaded, voice, bounds: dict):
 
     def manifest_for(index: int):
         return episode_manifest(config, policy="live", env_seed=config.seed + index, agent_seed=0, index=index,
-                                model_spec=args.model or config.model.path, model_id=loaded.model_id,
-                                weight_hash=loaded.weight_hash, threads=loaded.cpu.threads, clock="realtime",
-                                cpu=loaded.cpu, adapter=loaded.adapter, bounds=bounds.get("time"))
+                                model_spec=args.model or config.model.path, loaded=loaded, clock="realtime",
+                                bounds=bounds.get("time"))
 
     return LiveRecordings(args.out or config.recordings_dir, manifest_for, scenario=config.scenario,
                           voice=voice, guard=WriteGuard(args.on_disk_full),
                           announce=lambda d: stderr_line(f"recording: {d}"))
 
 
-def _play(args, config, window, generation, loaded, threads, voice, recordings, bounds: dict) -> dict:
+def _play(args, config, window, generation, loaded, voice, recordings, bounds: dict) -> dict:
     from agent_runtime.live_session import TypedCommands, run_live
     from agent_runtime.runtime import Runtime
 
     with Runtime.open(config, loaded=loaded, clock="realtime", window=window) as runtime:
-        env = runtime.env
-        require_expressible(env)
+        env = runtime.env  # (its grammar refused a scenario with delta buttons)
         bounds["time"] = runtime.time_bounds(announce=True)
         typed = TypedCommands() if sys.stdin.isatty() else None
-        stderr_line(f"live: {env.scenario}, {loaded.model_id}, {threads} thread(s), "
+        stderr_line(f"live: {env.scenario}, {loaded.model_id}, {loaded.cpu.threads} thread(s), "
                     f"window {'on' if window else 'off'}, voice {'on' if voice else 'off'}"
                     + ("; type commands like 'turn left' + Enter" if typed else ""))
         return run_live(env, runtime, seconds=args.seconds, voice=voice, typed=typed, generation=generation,

@@ -29,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
 
         result["video"] = write_video(recording, args.video)
     if args.rerun:
-        from agent_runtime.recording.rerun import rerun_recording
+        from agent_runtime.recording.rerun import describe_rerun, rerun_recording
 
         result["rerun"] = rerun_recording(recording)
     if args.json:
@@ -41,9 +41,7 @@ def run(args: argparse.Namespace) -> int:
         if "video" in result:
             v = result["video"]
             print(f"video: {v['path']} ({v['frames']} frames at {v['fps']:g} fps, {v['size'][0]}x{v['size'][1]})")
-        if "rerun" in result:
-            from agent_runtime.recording.rerun import describe_rerun
-
+        if "rerun" in result:  # describe_rerun was imported with --rerun
             print(describe_rerun(result["rerun"]))
     same = result["rerun"]["same_actions"] if "rerun" in result else True
     return 0 if check.ok and same else 1

@@ -7,20 +7,16 @@ are in), so the data set is the serial one and resumes the same way.
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from agent_runtime.fanout.outcome import Task, plain_args
+from agent_runtime.notices import stderr_line
 
 
-class _EpisodeDecisions:
-    """The part of DecisionLog a labeller and one collected episode use, in memory."""
+class _EpisodeDecisions(list):
+    """The part of DecisionLog a labeller and one collected episode use (add, finish_episode), in memory."""
 
-    def __init__(self):
-        self.decisions, self.summary = [], None
-
-    def add(self, decision) -> None:
-        self.decisions.append(decision)
+    add = list.append
 
     def finish_episode(self, summary: dict) -> None:
         self.summary = summary
@@ -34,7 +30,7 @@ class CollectJob:
         self.env = self.runtime = self.labeler = self.bus = None
 
     def setup(self, threads: int) -> dict:
-        from agent_runtime.commands import collect, require_expressible
+        from agent_runtime.commands import collect
         from agent_runtime.config import load_config
         from agent_runtime.events import EventBus
         from agent_runtime.fanout.episode_worker import decide_once
@@ -47,7 +43,6 @@ class CollectJob:
         self.runtime = Runtime.open(config, model=a.model, threads=threads, seed=collect.MODEL_SEED, adapter=a.adapter,
                                     env_seed=a.seed, announce=False)
         self.env, loaded = self.runtime.env, self.runtime.loaded
-        require_expressible(self.env)
         self.labeler = ExpertLabeler(self.env.buttons, _EpisodeDecisions(), screen_width=self.env.resolution[1],
                                      words=self.runtime.grammar.words, expert_acts=self.args.expert_acts,
                                      expert=self.args.labeller, aimed=config.engine.frame_line == "aimed")
@@ -62,7 +57,7 @@ class CollectJob:
         episode = _EpisodeDecisions()
         self.labeler.log = episode
         collect._collect_episode(self.env, self.runtime, episode, self.labeler, self.bus, task.key, self.args)
-        return {"decisions": episode.decisions, "summary": episode.summary}
+        return {"decisions": list(episode), "summary": episode.summary}
 
 
 class _OrderedWriter:
@@ -83,9 +78,9 @@ class _OrderedWriter:
         self.done += 1
         summary = outcome.result["summary"]
         agreement = "n/a" if summary["agreement"] is None else f"{summary['agreement']:.0%}"
-        print(f"[{self.done}/{self.total}] episode {task.key} ({worker.name()}): {summary['decisions']} decisions, "
-              f"model agrees with the expert on {agreement}, {summary['kills']} kills, {summary['tics']} tics",
-              file=sys.stderr, flush=True)
+        stderr_line(f"[{self.done}/{self.total}] episode {task.key} ({worker.name()}): {summary['decisions']} "
+                    f"decisions, model agrees with the expert on {agreement}, {summary['kills']} kills, "
+                    f"{summary['tics']} tics")
         self.waiting[task.key] = outcome.result
         while self.next in self.waiting:
             episode = self.waiting.pop(self.next)
@@ -103,7 +98,7 @@ def run_collect(args: argparse.Namespace, out: Path) -> int:
     # the resume point, read as DecisionLog reads it; the manifest is checked once a worker has loaded the model
     first = len(_read_lines(out / EPISODES))
     if first:
-        print(f"resuming {out}: {first} episode(s) already collected", file=sys.stderr, flush=True)
+        stderr_line(f"resuming {out}: {first} episode(s) already collected")
     tasks = [Task(i, None, f"episode {i}") for i in range(first, args.episodes)]
     writer = _OrderedWriter(out, first, len(tasks))
     lost = []
@@ -114,8 +109,8 @@ def run_collect(args: argparse.Namespace, out: Path) -> int:
         if writer.log is not None:
             writer.log.close()
     if lost:
-        print(f"agent-runtime collect: {out} holds episodes up to {writer.next - 1}; run it again to collect the "
-              "rest", file=sys.stderr, flush=True)
+        stderr_line(f"agent-runtime collect: {out} holds episodes up to {writer.next - 1}; run it again to collect "
+                    "the rest")
     written = writer.log.episodes if writer.log is not None else _read_lines(out / EPISODES)
     print(f"{out}: {len(written)} episode(s), {sum(e['decisions'] for e in written)} decisions", flush=True)
     return 1 if lost else 0

@@ -7,11 +7,12 @@ same actions and recording; results are printed and appended to results.jsonl as
 from __future__ import annotations
 
 import argparse
-import sys
+import itertools
 from contextlib import nullcontext
 from pathlib import Path
 
 from agent_runtime.fanout.outcome import Outcome, Task, plain_args
+from agent_runtime.notices import stderr_line
 
 
 class EpisodeJob:
@@ -56,18 +57,16 @@ def run_episodes(args: argparse.Namespace, config, user_texts: dict, out_dir: Pa
 
     tasks = [Task(i, (i, config.seed + i), f"episode {i}") for i in range(args.episodes)]
     job = EpisodeJob(args, config, user_texts, record_root)
-    done = 0
+    done = itertools.count(1)  # the progress line counts over all workers
     with (out_dir / "results.jsonl").open("a") if out_dir else nullcontext() as results_file:
 
         def on_result(task: Task, outcome: Outcome, worker) -> None:
-            """Each result as it arrives: the progress line over all workers, stdout, results.jsonl."""
-            nonlocal done
-            done += 1
-            report(args, done, outcome.result, results_file, where=f"episode {task.key} ({worker.name()}): ")
+            """Each result as it arrives: the progress line, stdout, results.jsonl."""
+            report(args, next(done), outcome.result, results_file, where=f"episode {task.key} ({worker.name()}): ")
 
         try:
             lost, _, _ = run_on_ray(args, job, tasks, on_result, command="episode")
         except RunStopped as e:  # the worker's guard printed nothing here: say it once
-            print(f"agent-runtime episode: {e}", file=sys.stderr, flush=True)
+            stderr_line(f"agent-runtime episode: {e}")
             return 1
     return 1 if lost else 0

@@ -1,13 +1,14 @@
-"""`agent-runtime bench play --workers N`: every (episode, agent) pair is one task for a Ray worker.
+"""`agent-runtime bench play|reaction --workers N`: every (episode, agent) pair is one task for a Ray worker.
 
-The summary is computed from the results put back in episode order: the serial summary on the same seeds.
-What every bench worker and driver share (PlayBenchJob, bench_on_ray) lives here too: `bench reaction` uses it.
+The summary is computed from the results put back in episode order: the serial summary on the same seeds (for
+reaction with --fixed-cost; without it each worker measures its own steps on the cores Ray reserved for it).
 """
 
 from __future__ import annotations
 
 import argparse
 
+from agent_runtime.errors import UserError
 from agent_runtime.fanout.outcome import Task, plain_args
 
 
@@ -20,23 +21,19 @@ class PlayBenchJob:
         self.env = self.fixed_cost = self.runtimes = None
 
     def setup(self, threads: int) -> dict:
-        from agent_runtime.adapters import DEFAULT
-        from agent_runtime.benchmarks.measure import machine_info
-        from agent_runtime.clocks import FixedCost
+        from agent_runtime.commands import fixed_cost
+        from agent_runtime.commands.bench import load_bench_model
         from agent_runtime.config import load_config
         from agent_runtime.fanout.episode_worker import decide_once
-        from agent_runtime.model_loader import load_for_cpu
 
         a = self.args
+        a.threads = threads  # the CPUs Ray reserved for this worker
         decide_once(threads)
-        loaded = load_for_cpu(a.model, dtype=a.dtype, threads=threads, adapter=a.adapter or DEFAULT, announce=False,
-                              scenario=a.scenario)
+        loaded, machine = load_bench_model(a, header=False)
         self._build(loaded, load_config(a.config, scenario=a.scenario, seed=a.seed))
-        self.fixed_cost = FixedCost() if a.fixed_cost else None
-        clock = "fixed_cost" if a.fixed_cost else "compute (world advanced by measured step time)"
+        self.fixed_cost = fixed_cost(a)
         return {"model": loaded.model_id, "cpu_path": loaded.cpu.name,
-                "adapter": loaded.adapter.hash if loaded.adapter else None,
-                "_machine": machine_info(loaded.model_id, loaded.cpu.threads, clock=clock, cpu=loaded.cpu)}
+                "adapter": loaded.adapter.hash if loaded.adapter else None, "_machine": machine}
 
     def _build(self, loaded, config) -> None:
         from agent_runtime.benchmarks.play_bench import play_runtimes
@@ -53,6 +50,16 @@ class PlayBenchJob:
         return play_one(name, self.env, lambda s: DoomEnv(self.args.scenario, seed=s), self.runtimes,
                         seed=self.args.seed + index, max_tics=self.args.max_tics, fixed_cost=self.fixed_cost,
                         think_tokens=self.args.think_tokens)
+
+
+class ReactionBenchJob(PlayBenchJob):
+    """`bench reaction`: one runtime (and its engine) that every agent plays on."""
+
+    def _build(self, loaded, config) -> None:
+        from agent_runtime.runtime import Runtime
+
+        runtime = Runtime.open(config, loaded=loaded, scenario=self.args.scenario, env_seed=self.args.seed)
+        self.env, self.runtimes = runtime.env, {"trained": runtime}
 
 
 def bench_on_ray(args: argparse.Namespace, job: PlayBenchJob, command: str, report_episode) -> tuple[dict, dict, dict]:
@@ -88,3 +95,19 @@ def run_play_bench_on_ray(args: argparse.Namespace, agents: tuple[str, ...]) -> 
     title = (f"{args.scenario}, {args.episodes} episodes, {info.get('model')}"
              + (f" + adapter {adapter[:8]}" if adapter else ", no adapter") + f", {args.workers} Ray workers")
     return result, title
+
+
+def run_reaction_bench_on_ray(args: argparse.Namespace) -> tuple[dict, str]:
+    """The serial bench's result (plus workers and the tasks lost) and the plot's title."""
+    from agent_runtime.benchmarks.reaction_bench import AGENTS, report_episode, summarize_agents
+
+    if args.device != "cpu":
+        raise UserError("--workers/--ray-address run on CPU workers; use --device cpu (or drop --workers)")
+    per_agent, added, _ = bench_on_ray(args, ReactionBenchJob(args, AGENTS), "bench reaction", report_episode)
+    empty = [name for name, runs in per_agent.items() if not runs]
+    if empty:
+        raise UserError(f"no episode of {', '.join(empty)} finished on any worker; nothing to summarize")
+    machine = added["machine"]
+    title = (f"{args.scenario}, {machine.get('model')}, {args.episodes} episodes, {args.workers} Ray workers x "
+             f"{machine.get('threads')} thread(s)")
+    return {**summarize_agents(per_agent, args.think_tokens), **added}, title

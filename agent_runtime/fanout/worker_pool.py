@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -19,6 +18,7 @@ from agent_runtime.fanout.episode_worker import EpisodeWorker
 from agent_runtime.fanout.outcome import ENGINE_DIED, ERROR, INTERRUPTED, OK, RUN_STOPPED, USER_ERROR, Outcome, Task
 from agent_runtime.fanout.ray_cluster import Cluster, connect
 from agent_runtime.fanout.task_queue import Attempt, TaskQueue
+from agent_runtime.notices import stderr_line
 
 WAIT_S = 0.2  # how often the driver looks at signals while it waits
 STOP_TIMEOUT_S = 15.0  # how long stopped workers get to close their recordings
@@ -76,7 +76,7 @@ class WorkerPool:
         return [w for w in self.workers if w.alive]
 
     def _say(self, text: str) -> None:
-        print(f"agent-runtime {self.command}: {text}", file=sys.stderr, flush=True)
+        stderr_line(f"agent-runtime {self.command}: {text}")
 
     def run(self, tasks: list[Task], on_result: Callable[[Task, Outcome, Worker], None],
             on_ready: Callable[[Worker], None] | None = None) -> list[tuple[Task, str]]:
@@ -144,8 +144,7 @@ class WorkerPool:
         took = time.monotonic() - worker.started
         described = ", ".join(f"{k} {v}" for k, v in outcome.result.items()
                               if k not in ("pid", "host") and not k.startswith("_"))  # "_": data, not for the line
-        print(f"{worker.name()} ready on {worker.info.get('host')} in {took:.1f} s: {described}",
-              file=sys.stderr, flush=True)
+        stderr_line(f"{worker.name()} ready on {worker.info.get('host')} in {took:.1f} s: {described}")
         if self._on_ready_hook is not None:
             self._on_ready_hook(worker)
 
@@ -198,8 +197,7 @@ class WorkerPool:
                 if outcome is not None and outcome.status == OK:
                     on_result(worker.attempt.task, outcome, worker)
                 elif outcome is not None and outcome.recording:
-                    print(f"recording (incomplete, {outcome.status}): {outcome.recording}", file=sys.stderr,
-                          flush=True)
+                    stderr_line(f"recording (incomplete, {outcome.status}): {outcome.recording}")
             self._inflight.clear()
         for worker in self.workers:
             self._kill(worker)
@@ -217,7 +215,7 @@ def run_on_ray(args, job, tasks: list[Task], on_result: Callable[[Task, Outcome,
     and play every task on them. Returns the tasks lost, the first loaded worker's info and the cluster line."""
     with connect(args.ray_address, args.workers, args.threads) as cluster:
         described = cluster.describe(args.workers)
-        print(described, file=sys.stderr, flush=True)
+        stderr_line(described)
         pool = WorkerPool(cluster, job, args.workers, command=command)
         return pool.run(tasks, on_result, on_ready=on_ready), pool.first_info or {}, described
 

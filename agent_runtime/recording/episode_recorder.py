@@ -6,6 +6,7 @@ only then), then the recording, which stores the finished .lmp's hash.
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict
 from pathlib import Path
 
@@ -14,23 +15,23 @@ from agent_runtime.config import RunConfig
 from agent_runtime.errors import UserError
 from agent_runtime.events import EventBus, Kind
 from agent_runtime.recording.manifest import Manifest
-from agent_runtime.recording.recording import RecordingWriter, default_recording_dir
+from agent_runtime.recording.recording import RecordingWriter
 from agent_runtime.recording.write_guard import WriteGuard
 
 
 def episode_manifest(config: RunConfig, *, policy: str, env_seed: int, agent_seed: int | None, index: int,
-                     model_spec: str | None = None, model_id: str | None = None, weight_hash: str | None = None,
-                     model_seed: int | None = None, threads: int | None = None,
+                     model_spec: str | None = None, loaded=None, model_seed: int | None = None,
                      fixed_cost: FixedCost | None = None, think_tokens: int | None = None,
                      max_tics: int | None = None, lag_tics: int = 0, clock: str | None = None,
-                     cpu=None, adapter=None, bounds=None) -> Manifest:
-    """The manifest of one episode. config.model.path/dtype/threads are set to what really ran; `clock` names the
-    clock when it is not the one the policy implies (a live session: "realtime"); `cpu` is the CpuPath decided;
-    `adapter` the AdapterInfo merged into the weights (its path goes into config.model.adapter for a rerun);
-    `bounds` the TimeBounds the session ran under (budgets.max_action_age_ms auto becomes the bound it resolved to)."""
+                     bounds=None) -> Manifest:
+    """The manifest of one episode. `loaded` (a model policy's LoadedModel) gives the model, weight hash, threads,
+    CpuPath and adapter (its path goes into config.model.adapter for a rerun); config.model.path/dtype/threads are
+    set to what really ran. `clock` names the clock when it is not the one the policy implies (a live session:
+    "realtime"); `bounds` the TimeBounds the session ran under (budgets.max_action_age_ms auto becomes its bound)."""
+    cpu, adapter = (loaded.cpu, loaded.adapter) if loaded is not None else (None, None)
+    threads = cpu.threads if cpu is not None else None
     data = config.model_dump()
-    model_policy = model_id is not None
-    if model_policy:
+    if loaded is not None:
         data["model"].update(path=model_spec, adapter=adapter.path if adapter is not None else None)
     data["model"]["threads"] = threads
     if cpu is not None:
@@ -40,14 +41,15 @@ def episode_manifest(config: RunConfig, *, policy: str, env_seed: int, agent_see
     seeds = {"run": config.seed, "env": env_seed, "agent": agent_seed,
              **({"model": model_seed} if model_seed is not None else {})}
     manifest = Manifest.build(
-        data, model_id=model_id, model_weight_hash=weight_hash, seeds=seeds, threads=threads,
-        policy=policy, episode=index, think_tokens=think_tokens, max_tics=max_tics, lag_tics=lag_tics,
-        fixed_cost=asdict(fixed_cost) if fixed_cost is not None else None,
+        data, model_id=getattr(loaded, "model_id", None), model_weight_hash=getattr(loaded, "weight_hash", None),
+        seeds=seeds, threads=threads, policy=policy, episode=index, think_tokens=think_tokens, max_tics=max_tics,
+        lag_tics=lag_tics, fixed_cost=asdict(fixed_cost) if fixed_cost is not None else None,
         **({"cpu_path": cpu.summary()} if cpu is not None else {}),
         **({"adapter": adapter.summary()} if adapter is not None else {}),
     )
     # the clock that moved the world: compute time, a fixed cost per token, or the baselines' own tics
-    manifest.clock = clock or (("fixed_cost" if fixed_cost is not None else "compute") if model_policy else "policy_tics")
+    model_clock = "fixed_cost" if fixed_cost is not None else "compute"
+    manifest.clock = clock or (model_clock if loaded is not None else "policy_tics")
     return manifest
 
 
@@ -63,9 +65,13 @@ class EpisodeRecording(RecordingWriter):
     @classmethod
     def create(cls, root: str | Path, manifest: Manifest, *, scenario: str, index: int,
                guard: WriteGuard | None = None) -> EpisodeRecording:
-        """A fresh directory <root>/<scenario>-seed<S>-ep<NNN>-<timestamp>; UserError when it cannot be made."""
-        name = f"{Path(scenario).stem}-seed{manifest.seeds.get('env')}-ep{index:03d}"
-        return super().create(default_recording_dir(root, name), manifest, guard=guard)
+        """A fresh directory <root>/<scenario>-seed<S>-ep<NNN>-<timestamp>[-n]; UserError when it cannot be made."""
+        base = Path(root).expanduser() / (f"{Path(scenario).stem}-seed{manifest.seeds.get('env')}-ep{index:03d}-"
+                                          f"{time.strftime('%Y%m%d-%H%M%S')}")
+        path, n = base, 1
+        while path.exists():
+            path, n = base.with_name(f"{base.name}-{n}"), n + 1
+        return super().create(path, manifest, guard=guard)
 
     @classmethod
     def create_mid_run(cls, root: str | Path, manifest: Manifest, *, scenario: str, index: int,

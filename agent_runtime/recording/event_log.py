@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -59,14 +58,10 @@ def encode_event(event: Event | Mapping[str, Any]) -> str:
 
 
 class EventLogWriter(GuardedFile):
-    """An EventBus sink that appends one line per event, unbuffered, so a killed process loses nothing.
-    fsync_every=N also forces it to disk every N events (survives a power cut, a few ms each)."""
+    """An EventBus sink that appends one line per event, unbuffered, so a killed process loses nothing."""
 
-    def __init__(self, path: str | Path, *, fsync_every: int | None = None, guard: WriteGuard | None = None):
-        if fsync_every is not None and fsync_every < 1:
-            raise ValueError("fsync_every must be >= 1 or None")
+    def __init__(self, path: str | Path, *, guard: WriteGuard | None = None):
         super().__init__(path, "ab", "event log", guard)
-        self.fsync_every = fsync_every
         self.n_written = 0
 
     def write(self, event: Event | Mapping[str, Any]) -> None:
@@ -75,8 +70,6 @@ class EventLogWriter(GuardedFile):
 
     def _append(self, line: bytes) -> None:
         self._write_all(line)
-        if self.fsync_every and (self.n_written + 1) % self.fsync_every == 0:
-            os.fsync(self._file.fileno())
         self.n_written += 1
 
 

@@ -45,10 +45,9 @@ class LiveRecordings:
         (UserError: nothing was played yet); a later one that cannot (a full disk) leaves the episode unrecorded."""
         create = EpisodeRecording.create if index == 0 else EpisodeRecording.create_mid_run
         recording = create(self.root, self.manifest_for(index), scenario=self.scenario, index=index, guard=self.guard)
-        if self.voice is not None:
-            self.voice.attach(self._unrecorded if recording is None else recording.bus,
-                              None if recording is None else recording.writer)
         self._previous, self.current = self.current, recording
+        if self.voice is not None:
+            self.voice.attach(self.bus, recording)  # an EpisodeRecording writes its own audio (wav())
         if recording is not None:
             self.dirs.append(recording.dir)
             if self.announce is not None:

@@ -104,21 +104,20 @@ class Manifest:
             raise UserError(f"{path}: cannot read: {e.strerror or e}") from None
         except (ValueError, RecursionError) as e:
             raise UserError(f"{path}: not valid JSON ({first_line(e)})") from None
-        source = str(path)
         if not isinstance(data, dict):
-            raise UserError(f"{source}: expected a JSON object at the top level")
+            raise UserError(f"{path}: expected a JSON object at the top level")
         version = data.get("format_version")
         if version not in SUPPORTED_VERSIONS or isinstance(version, bool):
-            raise UserError(f"{source}: unknown format_version {version!r} (this runtime reads "
+            raise UserError(f"{path}: unknown format_version {version!r} (this runtime reads "
                             f"{', '.join(map(str, SUPPORTED_VERSIONS))}); use the runtime version that wrote it")
         for key, kind in REQUIRED_FIELDS.items():
             if not isinstance(data.get(key), kind):
-                raise UserError(f"{source}: '{key}' is missing or not a {kind.__name__}")
+                raise UserError(f"{path}: '{key}' is missing or not a {kind.__name__}")
         for key, (kind, what) in OPTIONAL_FIELDS.items():
             value = data.get(key)
             if value is not None and (not isinstance(value, kind) or isinstance(value, bool)):
-                raise UserError(f"{source}: '{key}' must be {what} or null")
+                raise UserError(f"{path}: '{key}' must be {what} or null")
         extra = data.get("extra") or {}
         if not isinstance(extra, dict):
-            raise UserError(f"{source}: 'extra' must be an object")
+            raise UserError(f"{path}: 'extra' must be an object")
         return cls(**{f.name: data.get(f.name) for f in fields(cls) if f.name != "extra"}, extra=extra)

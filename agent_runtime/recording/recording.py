@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import shutil
-import time
 from pathlib import Path
 
 import numpy as np
@@ -32,15 +31,6 @@ def screen_hash(screen: np.ndarray) -> str:
     h.update(f"{a.shape}{a.dtype.str}".encode())
     h.update(a.tobytes())
     return h.hexdigest()
-
-
-def default_recording_dir(recordings_dir: str | Path = "recordings", scenario: str = "session") -> Path:
-    """recordings/<scenario>-<YYYYmmdd-HHMMSS>[-n]: a fresh, not yet existing directory."""
-    base = Path(recordings_dir).expanduser() / f"{Path(scenario).stem}-{time.strftime('%Y%m%d-%H%M%S')}"
-    path, n = base, 1
-    while path.exists():
-        path, n = base.with_name(f"{base.name}-{n}"), n + 1
-    return path
 
 
 class RecordingWriter:

@@ -39,11 +39,6 @@ def parse_user_text_args(values: Iterable[str] | None) -> dict[int, str]:
     return script
 
 
-def build_user_script(texts: dict[int, str], grammar: ActionGrammar) -> UserScript:
-    """Texts that spell a command also act directly (as a typed button command does)."""
-    return {step: (text, command_for_text(grammar, text)) for step, text in texts.items()}
-
-
 def user_script_from_events(events: Iterable[Event], grammar: ActionGrammar) -> UserScript:
     """The recorded user_input events as the script that replays them (the recorded command text wins)."""
     script: UserScript = {}

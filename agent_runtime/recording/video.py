@@ -20,6 +20,7 @@ from agent_runtime.recording.replay_check import replayed_frames
 from agent_runtime.recording.timeline import event_text
 
 FENCED_SHOWN_TICS = TICS_PER_SECOND  # fenced actions stay on screen for a second
+SCALE = 4  # video pixels per game pixel (nearest neighbour: the game's own pixels stay sharp)
 PANEL_LINES = 7
 # kinds whose text the overlay keeps showing until the next one -> the overlay's field for it
 TEXT_FIELDS = {Kind.THINKER_PARAGRAPH: "thinker", "commentary": "commentary", "tts_chunk": "commentary",
@@ -76,14 +77,11 @@ def _events_by_tic(events: list[Event]) -> list[tuple[int, Event]]:
 
 
 @signals.stoppable()
-def write_video(recording: Recording, out_path: str | Path, *, fps: float = TICS_PER_SECOND, scale: int = 4,
-                max_frames: int | None = None) -> dict:
-    """Replay the recording into out_path (mp4v); returns {"path", "frames", "fps", "size"}."""
+def write_video(recording: Recording, out_path: str | Path, *, max_frames: int | None = None) -> dict:
+    """Replay the recording into out_path (mp4v) at the game's 35 fps; returns {"path", "frames", "fps", "size"}."""
     import cv2
 
-    out = Path(out_path)
-    if scale < 1:
-        raise UserError("video scale must be >= 1")
+    out, fps = Path(out_path), TICS_PER_SECOND
     pending = _events_by_tic(recording.events)
     state, cursor, n_frames, writer, size = OverlayState(), 0, 0, None, None
     font, font_scale, line_h = cv2.FONT_HERSHEY_SIMPLEX, 0.42, 16
@@ -98,7 +96,7 @@ def write_video(recording: Recording, out_path: str | Path, *, fps: float = TICS
                     cursor += 1
                 screen = cv2.cvtColor(np.ascontiguousarray(frame.screen), cv2.COLOR_RGB2BGR)
                 h, w = screen.shape[:2]
-                big = cv2.resize(screen, (w * scale, h * scale), interpolation=cv2.INTER_NEAREST)
+                big = cv2.resize(screen, (w * SCALE, h * SCALE), interpolation=cv2.INTER_NEAREST)
                 panel = np.zeros((PANEL_LINES * line_h + 8, big.shape[1], 3), np.uint8)
                 for i, (text, color) in enumerate(state.lines(frame.tic, max(20, big.shape[1] // 8))):
                     cv2.putText(panel, text, (6, 14 + i * line_h), font, font_scale, color, 1, cv2.LINE_AA)

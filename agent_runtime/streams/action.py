@@ -1,10 +1,8 @@
 """The action stream: a command and its hold, decided on the newest frame, over a view of what the agent holds.
 
-"score" decides a command in ONE forward: the action prompt plus one scratch branch per command prefix, all
-over the same view (exact: the prompt's KV is written before the branches attend). "decode" walks the grammar
-token by token and lets the model choose a tic count. The chosen command's tokens join the action log, whose
-own block rolls over every `decisions_per_block` decisions. A decision begun in an older generation (the user
-interrupted) is abandoned.
+"score" decides a command in ONE forward (action_grammar.CommandScorer); "decode" walks the grammar token by token
+and lets the model choose a tic count. The chosen command's tokens join the action log, whose own block rolls over
+every `decisions_per_block` decisions. A decision begun in an older generation (the user interrupted) is abandoned.
 
 Cadence "hold" decides again on the frame of the tic the chosen hold ends: a command decided on frame f for n tics
 starts about one reaction later and ends n tics after that, when the decision made on frame f + n arrives; so the
@@ -16,6 +14,7 @@ decision replacing the hold under way. An interruption (a new generation) decide
 from __future__ import annotations
 
 from agent_runtime.action_executor import Action
+from agent_runtime.action_grammar import CommandDecoder
 from agent_runtime.model_runner import StreamInput
 from agent_runtime.streams.stream import StepPlan, Stream
 from agent_runtime.view import View
@@ -61,7 +60,7 @@ class ActionStream(Stream):
         self.frame, self.generation, self.last_frame_tic = newest, plan.generation, newest.frame.tic
         plan.deciding = True
         if self.mode == "decode":
-            self.decoder = self.grammar.start()
+            self.decoder = CommandDecoder(self.grammar)
             plan.add(self, StreamInput(self.view, self._take_unfed() + self.prompt + self.decoder.forced_prefix()))
         else:
             plan.add(self, StreamInput(self.view, self._take_unfed() + self.prompt, logits="last"))
@@ -79,7 +78,7 @@ class ActionStream(Stream):
             if self.decoder is None:
                 return None
             self.unfed = self.decoder.choose(logits[0])
-            command = self.decoder.done
+            command = self.decoder.node.command
             if command is None:
                 return None
             self.decoder = None
@@ -116,6 +115,3 @@ class ActionStream(Stream):
         self.decisions_in_block = 0
         self.on_change()
         return tail
-
-    def close(self) -> None:
-        self.view.close()

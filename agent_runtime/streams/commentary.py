@@ -81,7 +81,6 @@ class CommentaryStream(Stream):
         if ended:
             self.view.close()
             self.view, self.pending = None, []
-        return None
 
     def close(self) -> None:
         self.stop("closed", None)

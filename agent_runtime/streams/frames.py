@@ -13,7 +13,7 @@ from envs.observation_text import encode_seen, encode_status
 
 from agent_runtime.kv_block_store import Block
 from agent_runtime.model_runner import StreamInput
-from agent_runtime.prompts import FRAME_PREFIX, STATUS_PREFIX
+from agent_runtime.prompts import FRAME_PREFIX, STATUS_PREFIX, encode
 from agent_runtime.recording.recording import screen_hash
 from agent_runtime.streams.stream import StepPlan, Stream
 from agent_runtime.sync_world import TimedFrame
@@ -98,7 +98,7 @@ class FrameStream(Stream):
 
     def _prefill(self, plan: StepPlan, label: str, text: str, role: str) -> tuple[Block, int]:
         """A row prefilling `text` into a new block of its own (its creation hold is the caller's); its tokens."""
-        block, tokens = self.store.create(label), self.encode(text)
+        block, tokens = self.store.create(label), encode(self.tok, text)
         plan.add(self, StreamInput(View(self.store, own=block, name=role), tokens, logits="none"), role=role,
                  scratch=True)
         return block, len(tokens)

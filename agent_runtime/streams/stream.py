@@ -52,13 +52,11 @@ class Stream:
     """Base: a stream without work. Subclasses override what they do."""
 
     role = "stream"
+    view = None  # the view it reads and writes through, for streams that keep one
 
     def __init__(self, ctx: StreamContext):
         self.store, self.sections, self.stats, self.emit = ctx.store, ctx.sections, ctx.stats, ctx.emit
         self.tok, self.on_change = ctx.tok, ctx.on_change
-
-    def encode(self, text: str) -> list[int]:
-        return self.tok.encode(text, add_special_tokens=False)
 
     def expire(self, now_ms: float, generation: int) -> None:
         """Drop stale work before anything is scheduled (the scheduler calls this first)."""
@@ -72,3 +70,5 @@ class Stream:
 
     def close(self) -> None:
         """Release every block this stream holds."""
+        if self.view is not None:
+            self.view.close()

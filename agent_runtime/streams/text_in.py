@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from agent_runtime.events import Kind
 from agent_runtime.model_runner import StreamInput
-from agent_runtime.prompts import USER_PREFIX
+from agent_runtime.prompts import USER_PREFIX, encode
 from agent_runtime.streams.stream import StepPlan, Stream
 from agent_runtime.view import View
 
@@ -64,26 +64,26 @@ class TextInStream(Stream):
 class UserTextStream(TextInStream):
     """The user's typed or spoken words, bounded (see the module docstring)."""
 
-    def __init__(self, ctx, *, max_tokens: int, max_pending: int, notice):
+    def __init__(self, ctx, *, notice):
         super().__init__("user", "user", ctx)
-        self.max_tokens, self.max_pending, self.notice = max_tokens, max_pending, notice
+        self.notice = notice
 
     def push_text(self, text: str, now_ms: float) -> None:
         chars = len(text)
-        tokens = self.encode(USER_PREFIX + text[:MAX_USER_TEXT_CHARS])  # never tokenize an endless text whole
-        if len(tokens) > self.max_tokens:
+        tokens = encode(self.tok, USER_PREFIX + text[:MAX_USER_TEXT_CHARS])  # never tokenize an endless text whole
+        if len(tokens) > MAX_USER_TOKENS:
             self.stats.user_texts_truncated += 1
             self.emit(Kind.USER_TEXT_TRUNCATED, "user", sim_ms=now_ms, chars=chars, tokens=len(tokens),
-                      kept_tokens=self.max_tokens)
+                      kept_tokens=MAX_USER_TOKENS)
             self.notice("truncated", f"agent: a user text of {chars} characters was cut to its first "
-                                     f"{self.max_tokens} tokens (later cuts: user_text_truncated events)")
-            tokens = tokens[: self.max_tokens]
+                                     f"{MAX_USER_TOKENS} tokens (later cuts: user_text_truncated events)")
+            tokens = tokens[:MAX_USER_TOKENS]
         waiting = [job for job in self.queue if job.view is None]  # not yet started
-        if len(self.queue) >= self.max_pending and waiting:
+        if len(self.queue) >= MAX_PENDING_USER_TEXTS and waiting:
             self.queue.remove(waiting[0])
             self.stats.user_texts_dropped += 1
             self.emit(Kind.USER_TEXT_DROPPED, "user", sim_ms=now_ms, tokens=len(waiting[0].tokens),
-                      reason=f"more than {self.max_pending} texts waiting")
+                      reason=f"more than {MAX_PENDING_USER_TEXTS} texts waiting")
             self.notice("dropped", f"agent: user texts arrive faster than they can be read; older waiting ones "
-                                   f"are dropped (more than {self.max_pending}; user_text_dropped events)")
+                                   f"are dropped (more than {MAX_PENDING_USER_TEXTS}; user_text_dropped events)")
         self.push(tokens)

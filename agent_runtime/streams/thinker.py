@@ -51,6 +51,3 @@ class ThinkerStream(Stream):
         self.pending = list(self.prompt)
         self.paragraph_tokens = 0
         self.on_change()
-
-    def close(self) -> None:
-        self.view.close()

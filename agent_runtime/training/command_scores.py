@@ -143,10 +143,8 @@ def _cache_keyword(model) -> str:
 
 def candidate_scores(model, views: list[list[int]], candidates: Candidates, *, pad_id: int = 0,
                      isolated: list | None = None) -> torch.Tensor:
-    """[len(views), len(candidates)] summed log-probabilities of each candidate after each view.
-
-    The views run once; each command prefix (" left" and the space before a hold count) then runs as a short
-    continuation of every view from the views' cache, as the action stream's branches do at run time.
+    """[len(views), len(candidates)] summed log-probabilities of each candidate after each view, the prefixes
+    (" left", the space before a hold count) run once per view as the action stream's branches do at run time.
     isolated: per view, its isolated spans (None: a plain causal forward, how data sets before them trained)."""
     view_logits, cache, mask, last = _views_pass(model, views, pad_id, isolated)
     first = torch.log_softmax(view_logits.float(), dim=-1)  # [B, V]

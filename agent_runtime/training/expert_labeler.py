@@ -20,23 +20,17 @@ from agent_runtime.training.decision_log import Decision, DecisionLog
 from agent_runtime.events import Kind
 
 
-LABELLERS = ("view", "full")
-
-
 class ExpertLabeler:
     """An event sink and a decision hook for one episode at a time."""
 
     def __init__(self, buttons, log: DecisionLog, *, screen_width: int = 160, words: dict | None = None,
                  expert_acts: float = 0.0, expert: str = "view", aimed: bool = True):
         """words: the grammar's word per command (ActionGrammar.words), needed when the expert acts; aimed: the
-        runtime writes aimed frame lines (engine.frame_line), which the view expert then reads as written."""
-        if not 0.0 <= expert_acts <= 1.0:
-            raise ValueError(f"expert_acts must be in [0, 1], not {expert_acts}")
-        if expert not in LABELLERS:
-            raise ValueError(f"expert must be one of {', '.join(LABELLERS)}, not {expert!r}")
+        runtime writes aimed frame lines (engine.frame_line), which the view expert then reads as written. `collect`
+        checks expert ("view" or "full") and expert_acts (a probability) for the user."""
         full = expert == "full"
-        self.expert = LagAwareExpertPolicy(buttons, screen_width=screen_width) if full else ViewExpert(buttons,
-                                                                                                       aimed=aimed)
+        self.expert = (LagAwareExpertPolicy(buttons, screen_width=screen_width) if full
+                       else ViewExpert(buttons, aimed=aimed))
         self.aimed = aimed and not full
         self.log, self.words, self.expert_acts = log, words or {}, expert_acts
         self.start_episode(0)

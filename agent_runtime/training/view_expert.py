@@ -12,7 +12,7 @@ old on defend_the_center (10 seeds): 20.9 and 17.4 kills a game; without its pre
 from __future__ import annotations
 
 from agent_runtime.action_grammar import NOOP
-from agent_runtime.expert_policy import FIRE_HOLD_TICS, PICKUP_CATEGORIES
+from agent_runtime.expert_policy import FIRE_HOLD_TICS, PICKUP_CATEGORIES, STRAFE_SIGN
 from agent_runtime.turning import MAX_HOLD_TICS, TURN_SIGN, TurnInFlight, TurnModel
 from envs.frame import Frame
 from envs.observation_text import MAX_OBJECTS, bearing_degrees, distance_band, distance_units, visible_objects
@@ -25,15 +25,14 @@ STRAFE_DEGREES_PER_TIC = {"near": 6.0, "mid": 2.5, "far": 1.0}  # what a strafe 
 class ViewExpert:
     """command_for(frame) -> (button or NOOP, hold tics); observe_executed() as the executor runs commands."""
 
-    def __init__(self, buttons, *, turn_model: TurnModel | None = None, aimed: bool = False):
+    def __init__(self, buttons, *, aimed: bool = False):
         """aimed: the view's frame lines are engine.frame_line "aimed" (bearings after the turn in flight, in aim
         order), so the expert reads them as written; else it turns the frame's bearings away itself."""
         self.aimed = aimed
         present = set(buttons)
         self.can_turn = set(TURN_SIGN) <= present
-        self.can_strafe = {"MOVE_LEFT", "MOVE_RIGHT"} <= present
-        self.hunting = "ATTACK" in present and (self.can_turn or self.can_strafe)
-        self.turn = turn_model or TurnModel()
+        self.hunting = "ATTACK" in present and (self.can_turn or set(STRAFE_SIGN) <= present)  # as the expert's
+        self.turn = TurnModel()
         self.reset()
 
     def reset(self) -> None:

@@ -129,13 +129,17 @@ class ArrayMicrophone(_DeviceFreeStream):
         """Deliver up to n_blocks blocks (all when None); the last block is zero-padded. Returns blocks sent."""
         sent = 0
         while not self.finished and (n_blocks is None or sent < n_blocks):
-            block = self.samples[self.position : self.position + self.blocksize]
-            block = np.pad(block, (0, self.blocksize - block.size))
             t = self.position / self.samplerate
-            self.position += self.blocksize
+            block = self._next_block()
             self.callback(block.reshape(-1, 1), self.blocksize, CallbackTime(inputBufferAdcTime=t, currentTime=t), None)
             sent += 1
         return sent
+
+    def _next_block(self) -> np.ndarray:
+        """The block at `position` (the last one zero-padded); advances `position`."""
+        block = self.samples[self.position : self.position + self.blocksize]
+        self.position += self.blocksize
+        return np.pad(block, (0, self.blocksize - block.size))
 
 
 class RecordingSpeaker(_DeviceFreeStream):
@@ -184,31 +188,26 @@ def describe_devices() -> str:
                      for i, d in enumerate(_devices())) or "no audio devices found"
 
 
-def _pick_device(kind: str, device: int | str | None) -> int | str | None:
+def open_stream(kind: str, callback: AudioCallback, device: int | str | None = None, samplerate: int = SAMPLE_RATE,
+                blocksize: int = BLOCK_FRAMES):
+    """A mono float32 sounddevice stream on `device` (None: the default, else the first usable one): "input" drives
+    `callback` (the microphone), "output" pulls from it (the speaker). NoAudioDeviceError when there is none."""
+    sd = _sounddevice()
     key = "max_input_channels" if kind == "input" else "max_output_channels"
     usable = [i for i, d in enumerate(_devices()) if d[key] > 0]
     if not usable:
         raise NoAudioDeviceError(f"no {kind} audio device; devices found: {describe_devices()}. "
                                  f"Use a WAV file instead (e.g. `agent-runtime transcribe FILE.wav`).")
-    if device is not None:
-        return device
-    sd = _sounddevice()
-    default = sd.default.device[0 if kind == "input" else 1]
-    return default if default is not None and default >= 0 else usable[0]
-
-
-def open_stream(kind: str, callback: AudioCallback, device: int | str | None = None, samplerate: int = SAMPLE_RATE,
-                blocksize: int = BLOCK_FRAMES):
-    """A mono float32 sounddevice stream: "input" drives `callback` (the microphone), "output" pulls from it (the
-    speaker). NoAudioDeviceError when there is no such device."""
-    sd = _sounddevice()
-    dev = _pick_device(kind, device)
+    if device is None:
+        default = sd.default.device[0 if kind == "input" else 1]
+        device = default if default is not None and default >= 0 else usable[0]
     stream = sd.InputStream if kind == "input" else sd.OutputStream
     try:
-        return stream(device=dev, channels=1, samplerate=samplerate, blocksize=blocksize, dtype="float32",
+        return stream(device=device, channels=1, samplerate=samplerate, blocksize=blocksize, dtype="float32",
                       callback=callback)
     except sd.PortAudioError as e:
-        raise NoAudioDeviceError(f"cannot open {kind} device {dev!r}: {e}; devices found: {describe_devices()}") from None
+        raise NoAudioDeviceError(f"cannot open {kind} device {device!r}: {e}; "
+                                 f"devices found: {describe_devices()}") from None
 
 
 def refresh_devices() -> None:

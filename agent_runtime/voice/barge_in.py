@@ -140,18 +140,15 @@ class BargeInController:
             if self.on_command is not None:
                 self.on_command(command, hyp)
 
-    def _interrupt(self, reason: str) -> int:
-        record = self._pending
+    def _interrupt(self, reason: str) -> None:
+        record = self._pending  # every caller has an attempt pending
         generation = self.session.bump(f"barge-in:{reason}")  # TTS and playback drop everything older
-        bump_wall = time.monotonic()
+        record.generation, record.bump_wall = generation, time.monotonic()
         self.playback.paused = False
         if self.on_interrupt is not None:
             self.on_interrupt(generation, reason)
-        if record is not None:
-            record.outcome, record.reason, record.generation = "interrupted", reason, generation
-            record.bump_wall = bump_wall
+        record.outcome, record.reason = "interrupted", reason
         self._pending, self._tentative = None, False
-        return generation
 
     def _resume(self, reason: str = "") -> None:
         if self._pending is not None:

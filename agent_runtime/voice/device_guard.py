@@ -13,10 +13,11 @@ from typing import Any, Callable
 
 from agent_runtime.errors import first_line
 from agent_runtime.events import Kind
-from agent_runtime.notices import Notify, stderr_line
+from agent_runtime.notices import Notify
 
 # per direction: the device's name, what stops without it, the stream its events go to
 LABELS = {"input": ("microphone", "listening", "asr"), "output": ("speaker", "speech", "playback")}
+POLL_S = 0.1  # how often the watchdog looks at the streams
 
 
 def _close_quietly(stream) -> None:
@@ -46,21 +47,18 @@ class AudioDeviceGuard:
     every device lost (PortAudio rescans then)."""
 
     def __init__(self, openers: dict[str, Callable[[], Any]], *, on_change: Callable[[str, Any], None],
-                 emit: Callable[..., None], notify: Notify | None = None,
-                 refresh: Callable[[], None] | None = None, stall_s: float = 2.0, retry_s: float = 3.0,
-                 poll_s: float = 0.1):
+                 emit: Callable[..., None], notify: Notify, refresh: Callable[[], None] | None, stall_s: float,
+                 retry_s: float):
         self.slots = {kind: _Slot(kind, opener) for kind, opener in openers.items()}
-        self.on_change, self.emit, self.refresh = on_change, emit, refresh
-        self.notify = notify or stderr_line
-        self.stall_s, self.retry_s, self.poll_s = stall_s, retry_s, poll_s
+        self.on_change, self.emit, self.notify, self.refresh = on_change, emit, notify, refresh
+        self.stall_s, self.retry_s = stall_s, retry_s
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def open_all(self) -> dict[str, Any]:
+    def open_all(self) -> None:
         """Open every device now (at session start a missing device is the caller's error to report)."""
         for slot in self.slots.values():
             slot.stream = slot.opener()
-        return {kind: slot.stream for kind, slot in self.slots.items()}
 
     def start(self) -> None:
         now = time.monotonic()
@@ -93,7 +91,7 @@ class AudioDeviceGuard:
         return sum(slot.losses for slot in self.slots.values())
 
     def _watch(self) -> None:
-        while not self._stop.wait(self.poll_s):
+        while not self._stop.wait(POLL_S):
             now = time.monotonic()
             for slot in self.slots.values():
                 if slot.stream is not None:

@@ -6,7 +6,6 @@ generation's chunks go at a bump: the next block is silence. Only text whose aud
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 from collections import deque
@@ -68,9 +67,8 @@ class PlaybackBuffer:
             self._cond.notify_all()
         self.session.unsubscribe(self._on_bump)
 
-    def push(self, chunk: SpeechChunk, timeout: float | None = None) -> bool:
+    def push(self, chunk: SpeechChunk) -> bool:
         """Queue a chunk; waits while the buffer is full. False when the chunk is (or became) stale."""
-        deadline = time.monotonic() + (math.inf if timeout is None else timeout)
         with self._cond:
             while True:
                 if self._closed:
@@ -80,20 +78,17 @@ class PlaybackBuffer:
                     return False
                 if self._queued_ms() < self.max_depth_ms or not self._queue:
                     break
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                self._cond.wait(min(0.05, left))
+                self._cond.wait(0.05)  # polled: a bump or a lost speaker notifies nobody
             self._queue.append(chunk)
             self._open.setdefault(chunk.utterance, chunk)
             self.stats.depth_ms = self._queued_ms()
             self.stats.max_depth_ms = max(self.stats.max_depth_ms, self.stats.depth_ms)
             return True
 
-    def clear(self) -> int:
-        """Drop everything queued (the speaker was lost); returns how many chunks were dropped."""
+    def clear(self) -> None:
+        """Drop everything queued (the speaker was lost)."""
         with self._cond:
-            return self._drop_stale(None)
+            self._drop_stale(None)
 
     @property
     def active(self) -> bool:
@@ -158,7 +153,7 @@ class PlaybackBuffer:
         if chunk.last:
             self._close(chunk, interrupted=False)
 
-    def _drop_stale(self, generation: int | None) -> int:
+    def _drop_stale(self, generation: int | None) -> None:
         """Drop the chunks not of `generation` (None: all; counted as stale) and close their utterances as cut off."""
         stale = (lambda c: True) if generation is None else (lambda c: c.generation != generation)
         gone = [c for c in [self._current, *self._queue] if c is not None and stale(c)]
@@ -168,7 +163,6 @@ class PlaybackBuffer:
         self.stats.discarded_stale += len(gone)
         for chunk in gone + [c for c in self._open.values() if stale(c)]:  # aborted synthesis sends no last chunk
             self._close(chunk, interrupted=True)
-        return len(gone)
 
     def _close(self, chunk: SpeechChunk, interrupted: bool) -> None:
         """Record an utterance's heard text once: at its last chunk or when its chunks are dropped."""

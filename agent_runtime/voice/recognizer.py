@@ -50,13 +50,13 @@ class CommandRecognizer:
     session's first utterance is often misheard ("turn left" -> "shoot"): the first `warmup_utterances` finals are
     decoded a second time with the adapted CMN (~10 ms)."""
 
-    def __init__(self, grammar: str | None = None, warmup_utterances: int = 1):
+    def __init__(self, warmup_utterances: int = 1):
         import pocketsphinx as ps
 
         config = ps.Config(loglevel="FATAL")  # grammar-mismatch notices would clutter CLI stderr
         config["samprate"] = SAMPLE_RATE
         self.decoder = ps.Decoder(config)
-        self.decoder.add_jsgf_string("commands", grammar or jsgf_grammar())
+        self.decoder.add_jsgf_string("commands", jsgf_grammar())
         self.decoder.activate_search("commands")
         self.in_utterance = False
         self.warmup_left = warmup_utterances
@@ -222,8 +222,6 @@ class StablePrefix:
         """A command that may be acted on now: final, or a stable whole phrase no other phrase extends."""
         text = self.stable
         command = command_for(text)
-        if command is None:
-            return None
-        if self.final:
+        if command is None or self.final:
             return command
         return None if any(p.startswith(text + " ") for p in PHRASES) else command

@@ -208,15 +208,12 @@ class TtsWorker:
             self._texts.append((text, self.tts.session.current if generation is None else generation))
             self._cond.notify_all()
 
-    def abort_and_clear(self, interruption=None) -> int:
-        """Abort the chunk being synthesized and drop every queued text (at every interruption, too); returns how
-        many were dropped."""
+    def abort_and_clear(self, interruption=None) -> None:
+        """Abort the chunk being synthesized and drop every queued text (at every interruption, too)."""
         with self._cond:
-            dropped = len(self._texts)
             self._texts.clear()
             self._cond.notify_all()
         self.tts.abort()
-        return dropped
 
     @property
     def idle(self) -> bool:

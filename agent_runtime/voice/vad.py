@@ -36,14 +36,14 @@ def silero_onnx_path() -> Path:
 class SileroModel:
     """Stateful silero VAD: one speech probability per 32 ms window of 16 kHz audio."""
 
-    def __init__(self, path: str | Path | None = None):
+    def __init__(self):
         import onnxruntime as ort
 
         opts = ort.SessionOptions()
         opts.inter_op_num_threads = 1
         opts.intra_op_num_threads = 1  # tiny model: never compete with the LM for cores
         opts.log_severity_level = 3
-        self.session = ort.InferenceSession(str(path or silero_onnx_path()), sess_options=opts,
+        self.session = ort.InferenceSession(str(silero_onnx_path()), sess_options=opts,
                                             providers=["CPUExecutionProvider"])
         self._sr = np.array(SAMPLE_RATE, dtype=np.int64)
         self.reset()
@@ -115,11 +115,10 @@ class FricativeOnset:
     floor (the quietest window of ~1.5 s), noise-like (spectral flatness: fricatives ~0.15-0.6, vowels, tones and
     hum ~0) and high (`min_high` of its power above 2 kHz: fricatives 0.85-1, rumble ~0.1)."""
 
-    def __init__(self, rise_db: float = 15.0, min_level_db: float = -45.0, min_flatness: float = 0.1,
-                 min_high: float = 0.5, floor_windows: int = 47, min_history: int = 8):
-        self.rise_db, self.min_level_db = rise_db, min_level_db
-        self.min_flatness, self.min_high = min_flatness, min_high
-        self.floor_windows, self.min_history = floor_windows, min_history
+    rise_db, min_level_db, min_flatness, min_high = 15.0, -45.0, 0.1, 0.5
+    floor_windows, min_history = 47, 8  # the floor's span, and the windows it needs first
+
+    def __init__(self):
         self._taper = np.hanning(WINDOW).astype(np.float32)
         self._low = 4  # FFT bins below ~125 Hz are left out (DC, hum)
         self._high = 2000 * WINDOW // SAMPLE_RATE  # the first bin at 2 kHz
@@ -153,17 +152,11 @@ class VoiceActivityDetector:
     `threshold - 0.15` (silero keeps noise and tones below threshold: no energy gate). A tentative onset is
     rejected after `onset_quiet_ms` quiet or `onset_timeout_ms` without SpeechStarted ("stop" needs ~240 ms)."""
 
-    def __init__(self, threshold: float = 0.5, min_speech_ms: int = 64, min_silence_ms: int = 256,
-                 model: SileroModel | None = None, onset_timeout_ms: int = 320, onset_quiet_ms: int = 128,
-                 fricative_onset: FricativeOnset | None = None):
-        self.model = model or SileroModel()
-        self.threshold = threshold
-        self.neg_threshold = max(0.05, threshold - 0.15)
-        self.min_speech_windows = max(1, round(min_speech_ms / WINDOW_MS))
-        self.min_silence_windows = max(1, round(min_silence_ms / WINDOW_MS))
-        self.onset_timeout_ms = onset_timeout_ms
-        self.onset_quiet_windows = max(1, round(onset_quiet_ms / WINDOW_MS))
-        self.fricative = fricative_onset or FricativeOnset()
+    threshold, neg_threshold = 0.5, 0.5 - 0.15
+    min_speech_ms, min_silence_ms, onset_quiet_ms, onset_timeout_ms = 64, 256, 128, 320  # the first 3: whole windows
+
+    def __init__(self):
+        self.model, self.fricative = SileroModel(), FricativeOnset()
         self.reset()
 
     def reset(self) -> None:
@@ -204,7 +197,7 @@ class VoiceActivityDetector:
         if not self.in_speech:
             if p < self.threshold:
                 self._run = 0
-            elif self._vote(start_ms, self.min_speech_windows):
+            elif self._vote(start_ms, self.min_speech_ms // WINDOW_MS):
                 self.in_speech = True
                 self._speech_start_ms = self._run_start_ms
                 event = SpeechStarted(self._run_start_ms, end_ms)
@@ -213,7 +206,7 @@ class VoiceActivityDetector:
             else:
                 self._onset_ms = None  # the tentative onset, if any, is confirmed
         elif p < self.neg_threshold:
-            if self._vote(start_ms, self.min_silence_windows):
+            if self._vote(start_ms, self.min_silence_ms // WINDOW_MS):
                 self.in_speech = False
                 event = SpeechStopped(self._run_start_ms, end_ms, self._speech_start_ms)
         elif p >= self.threshold:
@@ -239,7 +232,7 @@ class VoiceActivityDetector:
             self._onset_vad, self._quiet = True, 0
             return SpeechOnset(start_ms, end_ms, "vad")
         self._quiet = 0 if (vad_cue or self.fricative.loud) else self._quiet + 1
-        reason = ("quiet" if self._quiet >= self.onset_quiet_windows
+        reason = ("quiet" if self._quiet >= self.onset_quiet_ms // WINDOW_MS
                   else "timeout" if end_ms - self._onset_ms >= self.onset_timeout_ms else None)
         if reason is None:
             return None

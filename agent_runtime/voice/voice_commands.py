@@ -56,7 +56,5 @@ def command_to_buttons(command: str, buttons: tuple[str, ...]) -> dict[str, floa
         return {}
     if command in buttons:
         return {command: 1.0}
-    fallback = _DELTA_FALLBACK.get(command)
-    if fallback and fallback[0] in buttons:
-        return {fallback[0]: fallback[1]}
-    return None
+    button, delta = _DELTA_FALLBACK.get(command, (None, 0.0))
+    return {button: delta} if button in buttons else None

@@ -85,8 +85,7 @@ class VoiceIO:
         self.devices = AudioDeviceGuard(openers, on_change=self._device_changed, emit=self._emit,
                                         notify=self.notify, refresh=None if self.device_free else refresh_devices,
                                         stall_s=stall_s, retry_s=retry_s)
-        streams = self.devices.open_all()
-        self.mic, self.speaker = streams["input"], streams["output"]
+        self.devices.open_all()
         self.t_start: float | None = None
 
     def attach(self, bus: EventBus | None, recording=None) -> None:
@@ -243,17 +242,13 @@ class VoiceIO:
 
     def _device_changed(self, kind: str, stream) -> None:
         """The guard lost (stream None) or reopened a device: play goes on; only voice stops or resumes."""
-        if kind == "input":
+        if kind == "input" and stream is None:
+            self._reset_listening.set()
+        elif kind == "output":
+            self._speaking = stream is not None
             if stream is None:
-                self._reset_listening.set()
-            else:
-                self.mic = stream
-        elif stream is None:
-            self._speaking = False
-            self.tts.abort_and_clear()
-            self.playback.clear()  # what was cut off is reported as heard up to where it stopped
-        else:
-            self.speaker, self._speaking = stream, True
+                self.tts.abort_and_clear()
+                self.playback.clear()  # what was cut off is reported as heard up to where it stopped
 
     def _on_interrupt(self, generation: int, reason: str) -> None:
         record = self.controller.records[-1] if self.controller.records else None
