@@ -9,6 +9,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent_runtime.notices import stderr_line
 from agent_runtime.percentiles import percentile
 
 
@@ -49,8 +50,8 @@ def print_header(info: dict, stream=sys.stderr) -> None:
     print("machine: " + ", ".join(f"{k} {v}" for k, v in info.items()), file=stream, flush=True)
 
 
-def progress(msg: str, stream=sys.stderr) -> None:
-    print(f"  .. {msg}", file=stream, flush=True)
+def progress(msg: str) -> None:
+    stderr_line(f"  .. {msg}")
 
 
 def shown(value, unit: str = "", spec: str = ".0f") -> str:

@@ -94,17 +94,19 @@ def _model_arguments(p, *, adapter: bool = True, threads: bool = True) -> None:
         p.add_argument("--adapter", help=ADAPTER_HELP)
 
 
-def load_bench_model(args, *, clock: str | None = None, device: str = "cpu", header: bool = True):
+def load_bench_model(args, *, clock: str | None = None, device: str = "cpu", header: bool = True,
+                     threads: int | None = None):
     """Threads (--threads), model and the machine header every benchmark prints first (a Ray worker's: the driver
-    prints it). clock None: the episode benches', a fixed cost per token or the measured step time."""
+    prints it). clock None: the episode benches', a fixed cost per token or the measured step time; threads: the
+    CPUs Ray reserved for a worker (default --threads)."""
     from agent_runtime.adapters import DEFAULT
     from agent_runtime.benchmarks.measure import machine_info, print_header
     from agent_runtime.model_loader import load_for_cpu
 
     require_cuda(device)
     adapter = (args.adapter or DEFAULT) if hasattr(args, "adapter") else None  # kv and memory measure no skill
-    loaded = load_for_cpu(args.model, dtype=args.dtype, threads=getattr(args, "threads", None), adapter=adapter,
-                          scenario=getattr(args, "scenario", None),
+    loaded = load_for_cpu(args.model, dtype=args.dtype, threads=threads or getattr(args, "threads", None),
+                          adapter=adapter, scenario=getattr(args, "scenario", None),
                           tokenizer=args.bench != "kv", announce=False)  # the header says it
     clock = clock or ("fixed_cost" if args.fixed_cost else "compute (world advanced by measured step time)")
     info = machine_info(loaded.model_id, loaded.cpu.threads, clock=clock, device=device, cpu=loaded.cpu)

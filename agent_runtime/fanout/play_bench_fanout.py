@@ -27,9 +27,8 @@ class PlayBenchJob:
         from agent_runtime.fanout.episode_worker import decide_once
 
         a = self.args
-        a.threads = threads  # the CPUs Ray reserved for this worker
         decide_once(threads)
-        loaded, machine = load_bench_model(a, header=False)
+        loaded, machine = load_bench_model(a, header=False, threads=threads)
         self._build(loaded, load_config(a.config, scenario=a.scenario, seed=a.seed))
         self.fixed_cost = fixed_cost(a)
         return {"model": loaded.model_id, "cpu_path": loaded.cpu.name,
