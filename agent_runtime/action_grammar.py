@@ -12,33 +12,34 @@ from dataclasses import dataclass, field
 
 from agent_runtime.errors import UserError
 from agent_runtime.prompts import encode
+from agent_runtime.turning import MAX_HOLD_TICS
 
 NOOP = "NOOP"
 COUNT_TEXTS = ("joined", "spaced")
 # The word the model uses for each button, in order of preference; an earlier button wins a shared word
 # (TURN_LEFT takes "left" where a scenario also has MOVE_LEFT, which then says "step left").
-COMMAND_WORDS = (
-    ("ATTACK", ("fire",)),
-    ("TURN_LEFT", ("left", "turn left")),
-    ("TURN_RIGHT", ("right", "turn right")),
-    ("MOVE_LEFT", ("left", "step left")),
-    ("MOVE_RIGHT", ("right", "step right")),
-    ("MOVE_FORWARD", ("forward",)),
-    ("MOVE_BACKWARD", ("back",)),
-    ("USE", ("use",)),
-    ("JUMP", ("jump",)),
-    ("SPEED", ("run",)),
-    (NOOP, ("wait",)),
-)
+COMMAND_WORDS = {
+    "ATTACK": ("fire",),
+    "TURN_LEFT": ("left", "turn left"),
+    "TURN_RIGHT": ("right", "turn right"),
+    "MOVE_LEFT": ("left", "step left"),
+    "MOVE_RIGHT": ("right", "step right"),
+    "MOVE_FORWARD": ("forward",),
+    "MOVE_BACKWARD": ("back",),
+    "USE": ("use",),
+    "JUMP": ("jump",),
+    "SPEED": ("run",),
+    NOOP: ("wait",),
+}
 
 
 def command_words(buttons) -> dict[str, str]:
     """{button or NOOP: the word the model reads and writes for it}, each word distinct."""
-    preferred = dict(COMMAND_WORDS)
+    order = list(COMMAND_WORDS)
     words: dict[str, str] = {}
     names = list(buttons) + [NOOP]
-    for name in sorted(names, key=lambda n: list(preferred).index(n) if n in preferred else len(preferred)):
-        choices = preferred.get(name, ()) + (name.lower().replace("_", " "),)
+    for name in sorted(names, key=lambda n: order.index(n) if n in order else len(order)):
+        choices = COMMAND_WORDS.get(name, ()) + (name.lower().replace("_", " "),)
         words[name] = next(w for w in choices if w not in words.values())
     return {name: words[name] for name in names}
 
@@ -74,9 +75,9 @@ def check_expressible(buttons, scenario: str) -> None:
 
 
 class ActionGrammar:
-    def __init__(self, buttons: tuple[str, ...], tokenizer, *, max_hold_tics: int = 8, default_tics: int = 4,
-                 hold_counts: bool = False, scenario: str = "scenario", count_text: str = "joined"):
-        """hold_counts: score mode chooses among every command at every hold 1..max_hold_tics ("left3"), not
+    def __init__(self, buttons: tuple[str, ...], tokenizer, *, default_tics: int = 4, hold_counts: bool = False,
+                 scenario: str = "scenario", count_text: str = "joined"):
+        """hold_counts: score mode chooses among every command at every hold 1..MAX_HOLD_TICS ("left3"), not
         the words alone at default_tics. count_text: "joined" ("left3") or "spaced" ("left 3")."""
         if count_text not in COUNT_TEXTS:
             raise ValueError(f"count_text must be one of {COUNT_TEXTS}, not {count_text!r}")
@@ -84,12 +85,12 @@ class ActionGrammar:
         if not buttons:
             raise UserError(f"{scenario} has no buttons for the action stream to press")
         self.buttons = tuple(buttons)
-        self.default_tics, self.max_hold_tics, self.hold_counts = default_tics, max_hold_tics, hold_counts
+        self.default_tics, self.hold_counts = default_tics, hold_counts
         self.count_sep = "" if count_text == "joined" else " "
         self.words = command_words(self.buttons)
         self.root = _Node()
         self.commands: list[Command] = []
-        for command, text in self._spoken([None] + [n for n in range(1, max_hold_tics + 1) if n != default_tics]):
+        for command, text in self._spoken([None] + [n for n in range(1, MAX_HOLD_TICS + 1) if n != default_tics]):
             self._add(tokenizer, command, f"{text}\n")
 
     def _spoken(self, holds):
@@ -115,7 +116,7 @@ class ActionGrammar:
     def candidates(self, tokenizer) -> list[tuple[Command, list[int]]]:
         """What score mode compares, with its tokens: every command at every hold ("left 3") with hold_counts,
         else every command at its default hold (the word alone)."""
-        holds = range(1, self.max_hold_tics + 1) if self.hold_counts else (None,)
+        holds = range(1, MAX_HOLD_TICS + 1) if self.hold_counts else (None,)
         return [(command, encode(tokenizer, text)) for command, text in self._spoken(holds)]
 
     def say(self, word: str, tics: int) -> str:

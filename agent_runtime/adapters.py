@@ -2,8 +2,7 @@
 
 Merged once, an adapter costs nothing per engine step. One trained on other base weights, missing or corrupt is
 one clear error. "default" is the adapter shipped for the embedded model and the scenario (agent_runtime/trained/,
-`make adapters`): basic and health_gathering have buttons of their own, so each has its own; every other scenario
-gets the defend_the_center one.
+`make adapters`; see SHIPPED_BY_SCENARIO).
 """
 
 from __future__ import annotations
@@ -11,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import warnings
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent_runtime.errors import UserError, first_line
@@ -23,7 +22,6 @@ SHIPPED_ADAPTER = TRAINED / "smollm2-doom"  # defend_the_center, and any scenari
 # scenarios whose buttons differ get their own (the command scorer compares that scenario's commands only)
 SHIPPED_BY_SCENARIO = {"basic": TRAINED / "smollm2-doom-basic", "health_gathering": TRAINED / "smollm2-doom-health_gathering"}
 DEFAULT = "default"
-NONE = "none"
 # the engine settings that decide what an action view's tokens say and which commands it scores (what an adapter
 # learned to read and choose among)
 VIEW_SETTINGS = ("hold_counts", "hold_count_text", "action_hold_tics", "decision_cadence", "action_log_in_view",
@@ -41,7 +39,7 @@ def resolve_adapter(requested: str | None, model_spec: str | None, scenario: str
     """The adapter directory to merge, or None. "default": the shipped adapter for `scenario` on the embedded model
     (model_spec None) and none on any other weights, which it was not trained on; "none" or None: none; else a
     path."""
-    if requested is None or requested == NONE:
+    if requested in (None, "none"):
         return None
     if requested == DEFAULT:
         return str(shipped_adapter(scenario)) if model_spec is None else None
@@ -56,9 +54,6 @@ class AdapterInfo:
     held_out_accuracy: float | None
     views: dict = field(default_factory=dict, hash=False, compare=False)  # the engine settings that shaped the views it learned from
     block_masks: bool = True  # trained as the engine attends (isolated blocks masked to themselves); False: before that
-
-    def summary(self) -> dict:
-        return asdict(self)
 
 
 def read_adapter(path: str | Path) -> AdapterInfo:
@@ -112,7 +107,6 @@ def merge_adapter(model, info: AdapterInfo, base_weight_hash: str):
 
     try:
         with peft_quietly():
-            merged = PeftModel.from_pretrained(model, info.path).merge_and_unload()
+            return PeftModel.from_pretrained(model, info.path).merge_and_unload()
     except Exception as e:  # safetensors/peft errors on a damaged file
         raise UserError(f"adapter {info.path} cannot be loaded ({first_line(e)}); train it again or pass --adapter none") from None
-    return merged

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from envs.doom_env import DoomEnv
-from envs.frame import Frame, ObjectLabel
+from envs.frame import Frame
 
 from agent_runtime.action_executor import Action
 from agent_runtime.action_grammar import Command
@@ -39,27 +39,27 @@ def pixels_to_degrees(offset_px: float, width: int) -> float:
 
 
 class RandomPolicy:
-    """Each decision presses every button with probability 1/2 (delta buttons: a uniform value) for one tic."""
+    """Each decision presses every button with probability 1/2 (delta buttons: a uniform value in ±10) for one tic."""
 
     name = "random"
 
-    def __init__(self, buttons: Sequence[str], seed: int | None = None, *, delta_range: float = 10.0):
+    def __init__(self, buttons: Sequence[str], seed: int | None = None):
         self.buttons = tuple(buttons)
-        self.delta_range = delta_range
         self._rng = np.random.default_rng(seed)
 
     def decide(self, frame: Frame) -> Decision:
         pressed: dict[str, float] = {}
         for name in self.buttons:
             if name.endswith("_DELTA"):
-                pressed[name] = float(self._rng.uniform(-self.delta_range, self.delta_range))
+                pressed[name] = float(self._rng.uniform(-10.0, 10.0))
             elif self._rng.random() < 0.5:
                 pressed[name] = 1.0
         return pressed, 1
 
 
 class ScriptedAimPolicy:
-    """Turn toward the monster nearest the crosshair, fire once the crosshair is on it; scan when none is seen.
+    """Turn toward the monster nearest the crosshair, fire once the crosshair is on it (its centre within 2 px or a
+    quarter of its width); scan when none is seen.
 
     Uses TURN_LEFT_RIGHT_DELTA (degrees, positive = right) when the scenario has it, else
     TURN_LEFT/TURN_RIGHT. Acts one tic at a time so it can correct every frame.
@@ -67,29 +67,21 @@ class ScriptedAimPolicy:
 
     name = "scripted"
 
-    def __init__(self, buttons: Sequence[str], *, screen_width: int = 160, aim_tolerance_px: float = 2.0):
+    def __init__(self, buttons: Sequence[str], *, screen_width: int = 160):
         self.buttons = tuple(buttons)
         self.screen_width = screen_width
-        self.aim_tolerance_px = aim_tolerance_px
         self.has_delta = DELTA_BUTTON in self.buttons
         self.can_turn = self.has_delta or {"TURN_LEFT", "TURN_RIGHT"} <= set(self.buttons)
         self._scan = "TURN_RIGHT"
 
-    def target(self, frame: Frame) -> ObjectLabel | None:
-        """The on-screen monster whose box centre is nearest the crosshair (screen centre)."""
-        centre = frame_width(frame, self.screen_width) / 2.0
+    def decide(self, frame: Frame) -> Decision:
         monsters = [lab for lab in frame.labels if lab.category == "Monster" and lab.box is not None]
         if not monsters:
-            return None
-        return min(monsters, key=lambda lab: (abs(lab.box_center_x - centre), lab.object_id))
-
-    def decide(self, frame: Frame) -> Decision:
-        target = self.target(frame)
-        if target is None:
             return self._turn_degrees(-10.0 if self._scan == "TURN_LEFT" else 10.0), 1
         width = frame_width(frame, self.screen_width)
+        target = min(monsters, key=lambda lab: (abs(lab.box_center_x - width / 2.0), lab.object_id))
         offset_px = target.box_center_x - width / 2.0  # positive: target right of the crosshair
-        if abs(offset_px) > max(self.aim_tolerance_px, target.box[2] / 4.0):
+        if abs(offset_px) > max(2.0, target.box[2] / 4.0):
             self._scan = "TURN_RIGHT" if offset_px > 0 else "TURN_LEFT"
             return self._turn_degrees(pixels_to_degrees(offset_px, width)), 1
         return ({"ATTACK": 1.0} if "ATTACK" in self.buttons else {}), 1
@@ -120,8 +112,6 @@ class PolicyAgent:
     `lag_tics` old, and looks again when the hold it chose has run out."""
 
     def __init__(self, policy, generation: SessionGeneration, *, lag_tics: int = 0):
-        if lag_tics < 0:
-            raise ValueError("lag_tics must be >= 0")
         self.policy, self.generation, self.lag_tics = policy, generation, lag_tics
         self.name = getattr(policy, "name", type(policy).__name__)
         self.history: deque[Frame] = deque(maxlen=lag_tics + 2)  # the frames decided on

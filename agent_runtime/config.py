@@ -44,18 +44,15 @@ class EngineConfig(_Strict):
     temperature: float = Field(0.8, gt=0, le=5)
     prefill_tokens_per_step: int = Field(96, ge=8, le=4096)  # longer texts are prefilled in chunks
     action_hold_tics: int = Field(4, ge=1, le=35)  # how long a command without a count holds its button
-    # score mode: the action stream chooses the hold count too ("left 3": every command at 1..8 tics), as the
-    # lag-aware expert does; false: the command words alone, held action_hold_tics
+    # score mode chooses the hold too (every command at 1..8 tics), as the expert does; false: held action_hold_tics
     hold_counts: bool = True
     # how a hold count is written: "joined" to its word ("left3": one row per word scores the counts), or "spaced"
     # ("left 3", as recordings and adapters made before this setting: the space is a row of its own)
     hold_count_text: Literal["joined", "spaced"] = "joined"
-    # "hold": the next decision is made on the frame of the tic the chosen hold ends (as the expert plays);
-    # "frame": on every new frame, each decision replacing the hold under way
+    # "hold": decide on the frame of the tic the hold ends (as the expert plays); "frame": on every new frame
     decision_cadence: Literal["hold", "frame"] = "hold"
-    # how many of its own past decisions the action stream reads: 0 (aimed frame lines already allow for the turn in
-    # flight, and training scores a command block only approximately), 1 its previous one (more invites copying the
-    # log); null: the whole log, as recordings made before this setting ran
+    # own past decisions the action stream reads: 0 (aimed frame lines allow for the turn in flight, and training
+    # scores a command block only approximately), 1 (more invites copying); null: all, as older recordings ran
     action_log_in_view: int | None = Field(0, ge=0, le=64)
     # frame lines say the side of every bearing ("imp left 3"); false: within 5 degrees "ahead", without a side
     signed_bearings: bool = True
@@ -114,13 +111,9 @@ class RunConfig(_Strict):
 def _describe(err: ValidationError, source: str) -> str:
     first = err.errors()[0]
     key = ".".join(str(p) for p in first["loc"]) or "<root>"
-    msg = first["msg"]
-    if first["type"] == "extra_forbidden":
-        msg = "unknown key"
-    elif first["type"] == "literal_error":
-        msg = "must be one of " + first.get("ctx", {}).get("expected", "?")
-    elif first["type"] == "value_error":
-        msg = msg.removeprefix("Value error, ")
+    plain = {"extra_forbidden": "unknown key",
+             "literal_error": "must be one of " + first.get("ctx", {}).get("expected", "?")}
+    msg = plain.get(first["type"], first["msg"].removeprefix("Value error, "))  # a validator's own message
     return f"{source}: bad value for '{key}': {msg}"
 
 

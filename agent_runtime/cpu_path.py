@@ -38,7 +38,8 @@ DECISION_ROWS = 32
 PROBE_SHAPES = ((576, 576), (192, 576), (192, 576), (576, 576), (1536, 576), (1536, 576), (576, 1536))
 PROBE_LAYERS = 6
 KERNELS = ("native", "onednn")
-DTYPE_NAMES = {torch.float32: "float32", torch.bfloat16: "bfloat16"}
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+DTYPE_NAMES = {dtype: name for name, dtype in DTYPES.items()}
 SHORT = {"float32": "fp32", "bfloat16": "bf16"}
 HARDWARE_BF16_FLAGS = ("avx512_bf16", "amx_bf16", "avx_ne_convert")  # x86; ARM reports "bf16"
 
@@ -216,8 +217,7 @@ class CpuPath:
     @property
     def name(self) -> str:
         """A short label such as avx2-fp32-onednn or avx512-bf16-onednn (the kernel of a decision step)."""
-        kernel = self.tables[self.dtype].kernel_for(DECISION_ROWS) if self.dtype in self.tables else "native"
-        return f"{self.features.isa.lower()}-{SHORT[self.dtype]}-{kernel}"
+        return f"{self.features.isa.lower()}-{SHORT[self.dtype]}-{self.table(self.dtype).kernel_for(DECISION_ROWS)}"
 
     def table(self, dtype: torch.dtype | str) -> KernelTable:
         name = dtype if isinstance(dtype, str) else DTYPE_NAMES.get(dtype, "float32")
@@ -279,7 +279,7 @@ def _read_cached(path: Path) -> dict | None:
 
 def _write_cached(path: Path, features: CpuFeatures, threads: int, timings: dict) -> None:
     """Atomic (temp file, fsync, rename); a cache that cannot be written only costs a probe next time."""
-    try:
+    with contextlib.suppress(OSError):
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
         with open(tmp, "w") as f:
@@ -288,8 +288,6 @@ def _write_cached(path: Path, features: CpuFeatures, threads: int, timings: dict
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except OSError:
-        pass
 
 
 _MEASURED: dict[tuple, tuple[dict, str]] = {}  # (features, threads) -> (timings, "probe" or "cache")
@@ -316,11 +314,9 @@ def cpu_path(*, dtype: str = "auto", threads: int | None = None) -> CpuPath:
 @contextlib.contextmanager
 def linear_step(native_bf16: bool):
     """Within a step whose bf16 linears take the native kernels, oneDNN is off (else torch routes bf16 there)."""
-    if not native_bf16 or not torch.backends.mkldnn.enabled:
-        yield
-        return
-    torch.backends.mkldnn.enabled = False
+    enabled = torch.backends.mkldnn.enabled
+    torch.backends.mkldnn.enabled = enabled and not native_bf16
     try:
         yield
     finally:
-        torch.backends.mkldnn.enabled = True
+        torch.backends.mkldnn.enabled = enabled

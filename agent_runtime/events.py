@@ -82,10 +82,8 @@ class EventBus:
     """Numbers events and hands them to every sink; keeps them in memory when asked."""
 
     def __init__(self, session: str = "session", *, clock: str = "compute", keep: bool = True):
-        self.session = session
-        self.clock = clock
+        self.session, self.clock, self.keep = session, clock, keep
         self.sinks: list[EventSink] = []
-        self.keep = keep
         self.events: list[Event] = []
         self._seq = itertools.count()
 

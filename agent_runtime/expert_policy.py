@@ -45,6 +45,11 @@ MIN_ALIGN_DEGREES = 3.0
 STRAFE_SIGN = {"MOVE_LEFT": 1.0, "MOVE_RIGHT": -1.0}
 
 
+def is_target(label: ObjectLabel, hunting: bool) -> bool:
+    """On screen and what the scenario is about: monsters to shoot (hunting), else health to pick up."""
+    return label.box is not None and (label.category == "Monster" if hunting else label.category in PICKUP_CATEGORIES)
+
+
 @dataclass(frozen=True)
 class MoveModel:
     """Doom momentum on one axis: each thrust tic adds `thrust` to the velocity, friction scales it every tic."""
@@ -72,8 +77,8 @@ class ExecutedTic:
 class CommandHistory:
     """The executed commands, tic by tic, so a stale frame can be corrected for the motion it does not show yet."""
 
-    def __init__(self, turn: TurnModel, strafe: MoveModel, forward: MoveModel):
-        self.turn, self.models = turn, {"strafe_left": strafe, "forward": forward}
+    def __init__(self):
+        self.turn, self.strafe, self.forward = TurnModel(), MoveModel(STRAFE_THRUST), MoveModel(FORWARD_THRUST)
         self._tics: deque[ExecutedTic] = deque(maxlen=256)
         self.clear()
 
@@ -99,7 +104,6 @@ class CommandHistory:
             self._tics.pop()  # re-recorded tics replace what was there
         if self._tics and self._tics[-1].tic < start - 1:
             self.turn_held = 0
-        strafe, forward = self.models["strafe_left"].thrust, self.models["forward"].thrust
         for k in range(tics):
             turn = 0.0
             if command in TURN_SIGN:
@@ -107,8 +111,8 @@ class CommandHistory:
                 turn = TURN_SIGN[command] * self.turn.step(self.turn_held)
             else:
                 self.turn_held = 0
-            self._tics.append(ExecutedTic(start + k, command, turn, STRAFE_SIGN.get(command, 0.0) * strafe,
-                                          forward if command == "MOVE_FORWARD" else 0.0))
+            self._tics.append(ExecutedTic(start + k, command, turn, STRAFE_SIGN.get(command, 0.0) * self.strafe.thrust,
+                                          self.forward.thrust if command == "MOVE_FORWARD" else 0.0))
         self.clock = start + tics
         return start
 
@@ -123,7 +127,7 @@ class CommandHistory:
     def shift(self, axis: str, since_tic: int, coast_tics: int | None = None) -> float:
         """Units moved along `axis` ("strafe_left" or "forward") from the start of `since_tic` until `coast_tics`
         idle tics after the clock (None: until the player stops)."""
-        friction = self.models[axis].friction
+        friction = (self.strafe if axis == "strafe_left" else self.forward).friction
         x = v = 0.0
         x_since, last = None, None
         for e in self._tics:
@@ -187,10 +191,7 @@ class LagAwareExpertPolicy:
         self.can_walk = "MOVE_FORWARD" in present
         self.hunting = "ATTACK" in present and (self.can_turn or set(STRAFE_SIGN) <= present)  # turns, else strafes
         self.screen_width = screen_width
-        self.turn_model = TurnModel()
-        self.strafe_model = MoveModel(STRAFE_THRUST)
-        self.forward_model = MoveModel(FORWARD_THRUST)
-        self.history = CommandHistory(self.turn_model, self.strafe_model, self.forward_model)
+        self.history = CommandHistory()  # and the turn and move models it predicts with
         self.reset()
 
     # --- the interface --------------------------------------------------------------------
@@ -258,14 +259,9 @@ class LagAwareExpertPolicy:
             return replace(shot, fired=frame.ammo < shot.ammo_before)
         return shot
 
-    def _is_target(self, label: ObjectLabel) -> bool:
-        """On screen and what this scenario is about: monsters to shoot, else health to pick up."""
-        wanted = label.category == "Monster" if self.hunting else label.category in PICKUP_CATEGORIES
-        return label.box is not None and wanted
-
     def _remember(self, frame: Frame) -> None:
         """Last-seen places and short position tracks; forget places in view that show nothing now."""
-        seen = {lab.object_id for lab in frame.labels if self._is_target(lab)}
+        seen = {lab.object_id for lab in frame.labels if is_target(lab, self.hunting)}
         for lab in frame.labels:
             if lab.object_id in seen:
                 self._memory[lab.object_id] = (lab, frame.tic)
@@ -298,7 +294,8 @@ class LagAwareExpertPolicy:
         clock = self.history.clock
         self._skipped = {i: until for i, until in self._skipped.items() if until > clock}
         barred = self._pending_targets() | set(self._skipped)
-        aims = [self._aim(frame, lab) for lab in frame.labels if self._is_target(lab) and lab.object_id not in barred]
+        aims = [self._aim(frame, lab) for lab in frame.labels
+                if is_target(lab, self.hunting) and lab.object_id not in barred]
         sure = [a for a in aims if a.fire_tolerance_deg > 0]
         self._unsure = (self._unsure | {a.object_id for a in aims}) - {a.object_id for a in sure}
         threats = [a for a in sure if a.distance <= THREAT_UNITS]
@@ -374,7 +371,7 @@ class LagAwareExpertPolicy:
         if abs(aim.lateral) <= tolerance and self._weapon_ready_tic() <= self.history.clock:
             return self._fire_when_ready()
         if abs(aim.lateral_at_rest) > tolerance / 2.0:
-            tics = round(abs(aim.lateral_at_rest) / self.strafe_model.units_per_thrust_tic)
+            tics = round(abs(aim.lateral_at_rest) / self.history.strafe.units_per_thrust_tic)
             return ("MOVE_LEFT" if aim.lateral_at_rest > 0 else "MOVE_RIGHT"), min(max(tics, 1), MAX_HOLD_TICS)
         return self._fire_when_ready() if abs(aim.lateral) <= tolerance else (NOOP, 1)
 
@@ -417,7 +414,7 @@ class LagAwareExpertPolicy:
     def turn_plan(self, bearing: float) -> tuple[str, int] | None:
         """The turn whose hold count lands nearest `bearing` (degrees, positive = left), or None if none is nearer
         than not turning. Continues the engine's slow-turn ramp from the turns just executed. Callers check can_turn."""
-        tics = self.turn_model.nearest_hold(bearing, self.history.turn_held)
+        tics = self.history.turn.nearest_hold(bearing, self.history.turn_held)
         if tics == 0:
             return None
         self._scan_sign = 1.0 if bearing > 0 else -1.0
@@ -454,7 +451,7 @@ class LagAwareExpertPolicy:
             plan = self.turn_plan(bearing)
             if plan is not None:
                 return plan
-        tics = math.ceil(max(distance, 0.0) / self.forward_model.units_per_thrust_tic)
+        tics = math.ceil(max(distance, 0.0) / self.history.forward.units_per_thrust_tic)
         return "MOVE_FORWARD", min(max(tics, 2), MAX_HOLD_TICS)
 
     def _explore(self) -> tuple[str, int]:
@@ -463,6 +460,6 @@ class LagAwareExpertPolicy:
             self._scanned_deg = 0.0
             self._explore_walks = self._explore_walks - 1 if self._explore_walks > 0 else 2
             return "MOVE_FORWARD", MAX_HOLD_TICS
-        self._scanned_deg += self.turn_model.degrees(SCAN_HOLD_TICS, self.history.turn_held)
+        self._scanned_deg += self.history.turn.degrees(SCAN_HOLD_TICS, self.history.turn_held)
         return self._scan()
 

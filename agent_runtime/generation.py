@@ -25,20 +25,16 @@ class Interruption:
 
 @dataclass
 class SessionGeneration:
-    _value: int = 0
+    current: int = 0  # the generation now; bump() alone moves it
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     history: list[Interruption] = field(default_factory=list)
     _consumers: list[tuple[int, object]] = field(default_factory=list, repr=False)
 
-    @property
-    def current(self) -> int:
-        return self._value
-
     def bump(self, reason: str, *, sim_ms: float | None = None, **detail) -> int:
         """Start a new generation; everything stamped with an older one is now stale. Consumers hear it in order."""
         with self._lock:
-            self._value += 1
-            interruption = Interruption(self._value, reason, time.monotonic(), sim_ms, detail)
+            self.current += 1
+            interruption = Interruption(self.current, reason, time.monotonic(), sim_ms, detail)
             self.history.append(interruption)
             consumers = [listener for _, listener in self._consumers]
         for listener in consumers:
@@ -56,4 +52,4 @@ class SessionGeneration:
             self._consumers = [(rank, fn) for rank, fn in self._consumers if fn != listener]
 
     def is_current(self, stamp: int) -> bool:
-        return stamp == self._value
+        return stamp == self.current

@@ -7,8 +7,6 @@ are untouched (tied embeddings stay tied, weight hashes stay the same).
 
 from __future__ import annotations
 
-import contextlib
-
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -21,22 +19,12 @@ PACK_ROWS_HINT = 32  # oneDNN reorders for this batch size; other row counts rea
 class CpuLinear(nn.Linear):
     """nn.Linear whose products take the kernel its table names for their row count."""
 
-    packed: torch.Tensor | None
+    packed: torch.Tensor
     table: KernelTable
-
-    @classmethod
-    def adopt(cls, linear: nn.Linear, table: KernelTable) -> "CpuLinear":
-        """Turn `linear` into a CpuLinear in place (same parameters, same module tree)."""
-        linear.__class__ = cls
-        linear.table = table
-        linear.packed = (torch.ops.mkldnn._reorder_linear_weight(linear.weight.detach(), PACK_ROWS_HINT)
-                         if "onednn" in table.kernels else None)
-        return linear
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         rows = x.numel() // x.shape[-1]
-        if (self.packed is None or x.dtype != self.packed.dtype or x.device.type != "cpu"
-                or self.table.kernel_for(rows) != "onednn"):
+        if x.dtype != self.packed.dtype or x.device.type != "cpu" or self.table.kernel_for(rows) != "onednn":
             return F.linear(x, self.weight, self.bias)  # native kernels; a model moved off the CPU
         return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
 
@@ -50,17 +38,15 @@ def adopt_linears(model: nn.Module, table: KernelTable, features) -> int:
         return 0
     count = 0
     for module in model.modules():
+        if type(module) is nn.Linear and module.weight.device.type == "cpu":
+            module.__class__ = CpuLinear  # in place: the same parameters, the same module tree
+            module.packed = torch.ops.mkldnn._reorder_linear_weight(module.weight.detach(), PACK_ROWS_HINT)
         if isinstance(module, CpuLinear):
             module.table = table
-            count += 1
-        elif type(module) is nn.Linear and module.weight.device.type == "cpu":
-            CpuLinear.adopt(module, table)
             count += 1
     return count
 
 
 def step_kernels(table: KernelTable, rows: int):
     """Context for one forward of `rows` rows: bf16 steps on the native kernels run with oneDNN off."""
-    if rows <= 0:
-        return contextlib.nullcontext()
-    return linear_step(table.dtype == "bfloat16" and table.kernel_for(rows) == "native")
+    return linear_step(rows > 0 and table.dtype == "bfloat16" and table.kernel_for(rows) == "native")

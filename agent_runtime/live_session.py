@@ -19,7 +19,6 @@ from agent_runtime.generation import SessionGeneration
 from agent_runtime.multistream_agent import MultiStreamAgent, engine_options
 from agent_runtime.notices import OncePerKind, stderr_line
 from agent_runtime.session_loop import SessionLoop
-from agent_runtime.session_result import session_result
 from agent_runtime.streams.text_in import MAX_PENDING_TYPED_LINES, MAX_USER_TEXT_CHARS
 from agent_runtime.sync_world import EnvWorld, TimedFrame
 from agent_runtime.user_inputs import LiveInputs
@@ -86,30 +85,22 @@ class TypedCommands:
             if not line:
                 return
             if len(line) > MAX_USER_TEXT_CHARS and not line.endswith("\n"):
-                length = len(line) + self._skip_rest_of_line()
+                length, chunk = len(line), line
+                while chunk and not chunk.endswith("\n"):  # past the line's end, never holding more than a chunk
+                    chunk = self.stream.readline(64 * 1024)
+                    length += len(chunk.rstrip("\n"))
                 line = line[:MAX_USER_TEXT_CHARS]
                 self.cut += 1
                 self._notice("cut", f"typed command too long ({length} characters): kept its first "
                                     f"{MAX_USER_TEXT_CHARS}; commands are short, e.g. 'turn left'")
-            if line.strip():
-                self._put(line.strip())
-
-    def _skip_rest_of_line(self) -> int:
-        """Read past the end of the line (never holding more than a chunk); its characters, without the newline."""
-        skipped = 0
-        while True:
-            chunk = self.stream.readline(64 * 1024)
-            skipped += len(chunk.rstrip("\n"))
-            if not chunk or chunk.endswith("\n"):
-                return skipped
-
-    def _put(self, line: str) -> None:
-        with self._lock:
-            if len(self.lines) == self.lines.maxlen:
-                self.dropped += 1
-                self._notice("dropped", f"typed lines arrive faster than the game takes them; older ones are "
-                                        f"dropped (more than {MAX_PENDING_TYPED_LINES} waiting)")
-            self.lines.append(line)
+            if not line.strip():
+                continue
+            with self._lock:
+                if len(self.lines) == self.lines.maxlen:
+                    self.dropped += 1
+                    self._notice("dropped", f"typed lines arrive faster than the game takes them; older ones are "
+                                            f"dropped (more than {MAX_PENDING_TYPED_LINES} waiting)")
+                self.lines.append(line.strip())
 
     def take(self) -> list[str]:
         with self._lock:
@@ -155,8 +146,7 @@ def run_live(env: DoomEnv, runtime, *, seconds: float | None = None, voice=None,
                              scenario=env.scenario, commentary=speaker is not None, notify=notify,
                              on_sentence=speaker.say if speaker is not None else None, **engine_options(config.engine))
     inputs = LiveInputs(runtime.grammar, typed=typed, voice=voice, printed=printed)
-    loop = SessionLoop(world, agent, executor, generation=generation, inputs=inputs, bus=bus, progress=progress,
-                       store=runtime.store)
+    loop = SessionLoop(world, agent, executor, inputs=inputs, bus=bus, progress=progress, store=runtime.store)
 
     def next_episode(index: int, start):
         if recordings is None:
@@ -170,7 +160,7 @@ def run_live(env: DoomEnv, runtime, *, seconds: float | None = None, voice=None,
     try:
         if voice is not None:
             voice.start()
-        totals = loop.run(record_path=record_path, seconds=seconds, next_episode=next_episode)
+        loop.run(record_path=record_path, seconds=seconds, next_episode=next_episode)
     except (EngineDied, signals.Interrupted) as e:  # the session ends early: its recording says why
         if recordings is not None:
             recordings.end_reason = e.reason if isinstance(e, signals.Interrupted) else "engine_died"
@@ -180,7 +170,7 @@ def run_live(env: DoomEnv, runtime, *, seconds: float | None = None, voice=None,
         agent.close()
         if voice is not None:
             voice.close()
-    result = session_result(world, executor, agent, totals, store=runtime.store)
+    result = loop.result()
     result.pop("reaction_samples_ms")
     if voice is not None:
         result["voice_device_losses"] = voice.devices.losses

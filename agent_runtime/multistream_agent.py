@@ -19,7 +19,7 @@ from agent_runtime.model_runner import ModelRunner
 from agent_runtime.notices import OncePerKind, stderr_line
 from agent_runtime.kv_block_store import Block
 from agent_runtime.prompts import ACTION_PROMPT, COMMENTARY_PROMPT, HEARD_PREFIX, THOUGHT_PROMPT, encode, system_prompt
-from agent_runtime.sampler import Sampler
+from agent_runtime.sampler import sampler
 from agent_runtime.scheduler import schedule
 from agent_runtime.streams.action import ActionStream
 from agent_runtime.streams.commentary import CommentaryStream
@@ -31,14 +31,7 @@ from agent_runtime.sync_world import TimedFrame
 from agent_runtime.time_bounds import TimeBounds
 from agent_runtime.view import View
 
-ALL_SECTIONS = [(name, None) for name in SECTION_NAMES]
 ACTION_LOG_KEPT = 8  # past decisions (a block each) the actions section keeps for the Thinker
-
-
-def action_sections(action_log_in_view: int | None, frames: int | None) -> list[tuple[str, int | None]]:
-    """What the action view reads: its own past decisions and the frames only as many as asked (None: all)."""
-    return [("system", None), ("user", None), ("commentary", 1), ("thoughts", 1), ("actions", action_log_in_view),
-            ("status", None), ("frames", frames)]
 
 
 @dataclass
@@ -53,10 +46,7 @@ class AgentStats:
     joint_decode_steps: int = 0  # steps in which Thinker and action stream decoded in the same forward
     remarks_started: int = 0
     remarks_stopped: int = 0  # cut off by an interruption (barge-in, a typed message)
-    commentary_tokens: int = 0
     heard_commits: int = 0
-    user_texts_truncated: int = 0  # cut to max_user_tokens
-    user_texts_dropped: int = 0  # more were waiting than max_pending_user
 
 
 @dataclass
@@ -68,14 +58,10 @@ class StepOutcome:
     batch: list[tuple[str, int]]
 
 
-ENGINE_OPTIONS = ("decision_mode", "decision_cadence", "think", "action_log_in_view", "signed_bearings", "frame_line",
-                  "action_frames_in_view", "think_while_deciding", "temperature", "prefill_tokens_per_step",
-                  "commentary_interval_ms", "commentary_max_tokens")
-
-
 def engine_options(engine) -> dict:
-    """MultiStreamAgent keyword arguments from the config's `engine` section (the same names)."""
-    return {name: getattr(engine, name) for name in ENGINE_OPTIONS}
+    """MultiStreamAgent keyword arguments from the config's `engine` section (the same names), less the hold options
+    that shape the grammar (Runtime.build)."""
+    return engine.model_dump(exclude={"action_hold_tics", "hold_counts", "hold_count_text"})
 
 
 def prefill_system(runner: ModelRunner, tokenizer, grammar: ActionGrammar, scenario: str) -> Block:
@@ -91,12 +77,11 @@ class MultiStreamAgent:
     def __init__(self, runner: ModelRunner, tokenizer, grammar: ActionGrammar, budgets: BudgetConfig,
                  generation: SessionGeneration, *, scenario: str, seed: int = 0, think: bool = True,
                  temperature: float = 0.8, prefill_tokens_per_step: int = 96, action_log_in_view: int | None = 0,
-                 signed_bearings: bool = True, frame_line: str = "seen", user_blocks: int = 2,
-                 action_frames_in_view: int | None = None, think_while_deciding: bool = True,
-                 decision_mode: str = "score", decision_cadence: str = "hold", commentary: bool = False,
-                 on_sentence=None, commentary_interval_ms: float = 4000.0, commentary_max_tokens: int = 24,
-                 on_decision=None, notify=stderr_line):
-        """The engine options (ENGINE_OPTIONS) mean what config.EngineConfig says. on_decision(view_tokens,
+                 signed_bearings: bool = True, frame_line: str = "seen", action_frames_in_view: int | None = None,
+                 think_while_deciding: bool = True, decision_mode: str = "score", decision_cadence: str = "hold",
+                 commentary: bool = False, on_sentence=None, commentary_interval_ms: float = 4000.0,
+                 commentary_max_tokens: int = 24, on_decision=None, notify=stderr_line):
+        """The engine options (engine_options) mean what config.EngineConfig says. on_decision(view_tokens,
         timed_frame, command, isolated_spans): called at every decision with the tokens the action view read and its
         isolated spans (data collection); a Command it returns is acted (and logged) instead of the model's (DAgger's
         mix of expert and model). on_sentence(text, generation): each finished remark sentence (commentary=True).
@@ -108,10 +93,10 @@ class MultiStreamAgent:
         self.stats = AgentStats()
         self.now_ms = 0.0
         self.sections = BlockSections(self.store, {
-            "system": 1, "actions": kept, "user": user_blocks, "commentary": 2, "status": 1,
+            "system": 1, "actions": kept, "user": 2, "commentary": 2, "status": 1,
             "thoughts": budgets.thinker_paragraphs_in_view, "frames": budgets.frames_in_view})
         self.sections["system"] = [prefill_system(runner, tokenizer, grammar, scenario)]
-        sample = Sampler(temperature, seed)
+        sample = sampler(temperature, seed)
         end_tokens = {t for t in (tokenizer.eos_token_id,) if t is not None}
         ctx = StreamContext(self.store, self.sections, self.stats, self._emit, tokenizer, self._sync_views)
         self.frames = FrameStream(ctx, TimeBounds(max_frame_age_ms=budgets.max_frame_age_ms),
@@ -130,8 +115,12 @@ class MultiStreamAgent:
             context=lambda: self.action.view.blocks[:] if self.frames.in_view else [],
             interval_ms=commentary_interval_ms, max_tokens=commentary_max_tokens)
         self.decoders = [self.action] + ([self.thinker] if think else []) + ([self.commentary] if commentary else [])
-        self.views = [(self.action.view, action_sections(action_log_in_view, action_frames_in_view)),
-                      (self.thinker.view, ALL_SECTIONS)]
+        # the Thinker reads every section; the action view its own past decisions and the frames only as many as
+        # asked (None: all), with the newest remark and thought
+        self.views = [(self.action.view, [("system", None), ("user", None), ("commentary", 1), ("thoughts", 1),
+                                          ("actions", action_log_in_view), ("status", None),
+                                          ("frames", action_frames_in_view)]),
+                      (self.thinker.view, [(name, None) for name in SECTION_NAMES])]
         self._sync_views()
         generation.subscribe("engine", self.on_interruption)
 
@@ -201,11 +190,10 @@ class MultiStreamAgent:
         for view, order in self.views:
             self.sections.sync(view, order)
 
-    def _emit(self, kind: str, stream: str, *, generation: int | None = None, tic: int | None = None,
-              sim_ms: float | None = None, **payload) -> None:
+    def _emit(self, kind: str, stream: str, *, generation: int | None = None, **fields) -> None:
         if self.bus is not None:
-            self.bus.emit(kind, stream, generation=self.generation.current if generation is None else generation,
-                          tic=tic, sim_ms=sim_ms, **payload)
+            generation = self.generation.current if generation is None else generation
+            self.bus.emit(kind, stream, generation=generation, **fields)
 
     def close(self) -> None:
         self.generation.unsubscribe(self.on_interruption)

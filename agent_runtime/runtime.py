@@ -6,6 +6,7 @@ What stays loaded across episodes lives here; each episode gets its own world, a
 from __future__ import annotations
 
 import sys
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 
 from envs.doom_env import DoomEnv
@@ -16,11 +17,11 @@ from agent_runtime.config import RunConfig
 from agent_runtime.kv_block_store import KVBlockStore
 from agent_runtime.model_loader import LoadedModel, load_for_cpu
 from agent_runtime.model_runner import ModelRunner
-from agent_runtime.time_bounds import AUTO, TimeBounds, fixed_decision_step_ms, measured_decision_step_ms
+from agent_runtime.time_bounds import AUTO, TimeBounds, decision_step_cost_ms
 
 
 @dataclass
-class Runtime:
+class Runtime(AbstractContextManager):  # `with Runtime.open(...) as runtime:` closes the env it opened
     loaded: LoadedModel
     store: KVBlockStore
     runner: ModelRunner
@@ -41,9 +42,7 @@ class Runtime:
         if key not in self._bounds:
             step_ms = None
             if self.config.budgets.max_action_age_ms == AUTO:
-                branches = len(self.grammar.words)
-                step_ms = (fixed_decision_step_ms(fixed_cost, branches) if fixed_cost is not None
-                           else measured_decision_step_ms(self.runner, branches))
+                step_ms = decision_step_cost_ms(self.runner, len(self.grammar.words), fixed_cost)
             self._bounds[key] = TimeBounds.from_budgets(self.config.budgets, step_ms)
             if announce and step_ms is not None and fixed_cost is None:
                 print(self._bounds[key].describe(), file=sys.stderr, flush=True)
@@ -94,9 +93,6 @@ class Runtime:
         if self.env is not None:
             self.env.close()
             self.env = None
-
-    def __enter__(self) -> "Runtime":
-        return self
 
     def __exit__(self, *exc) -> None:
         self.close()

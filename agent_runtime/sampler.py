@@ -7,11 +7,7 @@ import torch
 MIN_TEMPERATURE = 1e-4  # 0 means greedy in spirit; dividing by it must not overflow
 
 
-class Sampler:
-    def __init__(self, temperature: float, seed: int = 0):
-        self.temperature = max(temperature, MIN_TEMPERATURE)
-        self.rng = torch.Generator().manual_seed(seed)
-
-    def __call__(self, logits: torch.Tensor) -> int:
-        probs = torch.softmax(logits / self.temperature, dim=-1)
-        return int(torch.multinomial(probs, 1, generator=self.rng))
+def sampler(temperature: float, seed: int = 0):
+    """sample(logits) -> token id (streams that share one draw from its generator in turn: runs repeat with the seed)."""
+    temperature, rng = max(temperature, MIN_TEMPERATURE), torch.Generator().manual_seed(seed)
+    return lambda logits: int(torch.multinomial(torch.softmax(logits / temperature, dim=-1), 1, generator=rng))

@@ -8,8 +8,6 @@ adapter plays them as it learned to: only the schedule differs.
 
 from __future__ import annotations
 
-import math
-
 from envs.doom_env import DoomEnv
 
 from agent_runtime.action_executor import Action
@@ -19,8 +17,8 @@ from agent_runtime.events import EventBus
 from agent_runtime.generation import SessionGeneration
 from agent_runtime.model_runner import StreamInput
 from agent_runtime.multistream_agent import AgentStats, StepOutcome, prefill_system
+from agent_runtime.sampler import sampler
 from agent_runtime.prompts import ACTION_PROMPT, THOUGHT_PROMPT, encode
-from agent_runtime.sampler import Sampler
 from agent_runtime.session_loop import play_headless
 from agent_runtime.streams.frames import frame_line, status_line
 from agent_runtime.sync_world import TimedFrame
@@ -32,14 +30,13 @@ class SequentialAgent:
     """One stream: status and frame line, then `think_tokens` of thought (0 = no-think), then a scored command; a
     cycle starts on the newest frame read when the last one ended."""
 
-    def __init__(self, runtime, generation: SessionGeneration, *, scenario: str, think_tokens: int, seed: int = 0,
-                 temperature: float = 0.8):
+    def __init__(self, runtime, generation: SessionGeneration, *, scenario: str, think_tokens: int, seed: int = 0):
         self.runner, self.store, self.tok = runtime.runner, runtime.store, runtime.tokenizer
         self.signed_bearings = runtime.config.engine.signed_bearings
         self.aimed = runtime.config.engine.frame_line == "aimed"
         self.generation, self.think_tokens = generation, think_tokens
         self.source = "sequential" if think_tokens else "no_think"
-        self.sample = Sampler(temperature, seed)
+        self.sample = sampler(0.8, seed)  # the engine's default temperature
         self.scorer = CommandScorer(runtime.grammar, self.tok)
         self.system = prefill_system(self.runner, self.tok, runtime.grammar, scenario)
         self.action_prompt, self.thought_prompt = encode(self.tok, ACTION_PROMPT), encode(self.tok, THOUGHT_PROMPT)
@@ -114,10 +111,9 @@ class SequentialAgent:
 
 def run_sequential_episode(env: DoomEnv, runtime, *, think_tokens: int, seed: int | None = None,
                            max_tics: int | None = None, fixed_cost: FixedCost | None = None,
-                           bus: EventBus | None = None, max_action_age_ms: float = math.inf,
-                           agent_seed: int = 0, progress=None) -> dict:
-    """Read the newest frame, think, act; repeat. Fencing is off by default: an ordinary loop acts late."""
-    bounds = TimeBounds(max_frame_age_ms=2 * MS_PER_TIC, max_action_age_ms=max_action_age_ms)
+                           bus: EventBus | None = None, agent_seed: int = 0, progress=None) -> dict:
+    """Read the newest frame, think, act; repeat. No action is fenced for age: an ordinary loop acts late."""
+    bounds = TimeBounds(max_frame_age_ms=2 * MS_PER_TIC)
     return play_headless(env, SessionClock(fixed_cost), bounds,
                          lambda generation: SequentialAgent(runtime, generation, scenario=env.scenario,
                                                             think_tokens=think_tokens, seed=agent_seed),

@@ -13,11 +13,12 @@ from agent_runtime.action_executor import ActionExecutor
 from agent_runtime.clocks import RecordedCostsEnded
 from agent_runtime.events import Kind
 from agent_runtime.generation import SessionGeneration
-from agent_runtime.session_result import session_result
 from agent_runtime.sync_world import SyncWorld
 from agent_runtime.user_inputs import UserInput
 
 PROGRESS_EVERY_MS = 2000.0
+AGENT_COUNTS = ("frames_dropped", "frames_prefilled", "thinker_tokens", "thinker_paragraphs", "decisions",
+                "decisions_abandoned", "joint_decode_steps", "remarks_started", "remarks_stopped", "heard_commits")
 
 
 @dataclass
@@ -31,10 +32,10 @@ class SessionTotals:
 
 
 class SessionLoop:
-    def __init__(self, world, agent, executor, *, generation, inputs=None, bus=None, progress=None, store=None):
+    def __init__(self, world, agent, executor, *, inputs=None, bus=None, progress=None, store=None):
         """progress(report: dict) every couple of seconds of session time (episode, tic, kills, reward, actions);
         store: the KV pool whose peak use is reported."""
-        self.world, self.agent, self.executor, self.generation = world, agent, executor, generation
+        self.world, self.agent, self.executor, self.generation = world, agent, executor, executor.generation
         self.inputs, self.progress, self.store = inputs, progress, store
         self.use_bus(bus)
         self.totals = SessionTotals()
@@ -46,7 +47,7 @@ class SessionLoop:
             bus.clock = self.world.clock.name
 
     def run(self, *, record_path=None, seed=None, max_tics: int | None = None, seconds: float | None = None,
-            next_episode=None) -> SessionTotals:
+            next_episode=None) -> None:
         """next_episode(index, start) -> the first frame of episode `index` of a timed session, started by calling
         start(record_path) (it may switch recordings around that); without it the session ends with its episode."""
         t = self.totals
@@ -57,7 +58,7 @@ class SessionLoop:
             next_report = PROGRESS_EVERY_MS
             while True:
                 signals.check()  # SIGINT/SIGTERM: stop between two steps
-                if self.world.finished:
+                if self.world.env.episode_finished:
                     if next_episode is None or seconds is None:
                         break
                     first = next_episode(t.episodes, self.world.start)  # a timed live session keeps playing
@@ -77,7 +78,6 @@ class SessionLoop:
                     self.progress({"episode": t.episodes - 1, "tic": self.world.tic, "kills": self.world.env.kills,
                                    "reward": self.world.reward, "actions": self.executor.stats.executed})
             t.end_tic = self.world.tic
-        return t
 
     def _step(self, now: float) -> None:
         t = self.totals
@@ -110,19 +110,40 @@ class SessionLoop:
             self.executor.execute(direct, now)
             self.totals.user_actions += 1
 
+    def result(self) -> dict:
+        """One result schema for every session, headless or live, whoever plays (the keys every command prints): the
+        (last) episode's reward, kills and tics, the executor's actions and reaction times, the agent's counts (0
+        where an agent has no such stream), session time and the KV pool's peak use."""
+        stats, t, world, session_ms = self.agent.stats, self.totals, self.world, self.world.clock.now_ms
+        return {
+            "reward": round(world.reward, 4),
+            "kills": world.env.kills,
+            "tics": t.end_tic - t.start_tic,
+            "episodes": t.episodes,
+            **self.executor.stats.summary(),
+            **{key: getattr(stats, key, 0) for key in AGENT_COUNTS},
+            "engine_steps": getattr(stats, "steps", 0),
+            "user_actions": t.user_actions,
+            "session_ms": session_ms,
+            "seconds": session_ms / 1000.0,
+            "clock": world.clock.name,
+            "pool_peak_pages": t.pool_peak_pages,
+            "pool_capacity_pages": self.store.num_pages if self.store is not None else None,
+        }
+
 
 def play_headless(env, clock, bounds, make_agent, *, inputs=None, bus=None, progress=None, store=None,
                   **run) -> tuple[dict, object]:
     """One headless episode on a SyncWorld, whoever plays: the agent make_agent(generation) builds (closed after
-    the run) in the one loop; returns its session_result and the agent. run: SessionLoop.run's keywords."""
+    the run) in the one loop; returns its result (SessionLoop.result) and the agent. run: SessionLoop.run's keywords."""
     world = SyncWorld(env, clock, bounds)
     generation = SessionGeneration()
     executor = ActionExecutor(world, generation, bounds)
     agent = make_agent(generation)
-    loop = SessionLoop(world, agent, executor, generation=generation, inputs=inputs, bus=bus, progress=progress,
-                       store=store)
+    loop = SessionLoop(world, agent, executor, inputs=inputs, bus=bus, progress=progress, store=store)
     try:
-        totals = loop.run(**run)
+        loop.run(**run)
     finally:
         agent.close()
-    return session_result(world, executor, agent, totals, store=store), agent
+    return loop.result(), agent
+

@@ -35,10 +35,6 @@ class EnvWorld:
     def tic(self) -> int:
         return self.env.tic
 
-    @property
-    def finished(self) -> bool:
-        return self.env.episode_finished
-
 
 class SyncWorld(EnvWorld):
     def __init__(self, env: DoomEnv, clock: SessionClock, bounds: TimeBounds = TimeBounds()):

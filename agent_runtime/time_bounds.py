@@ -1,13 +1,10 @@
 """The age bounds, in one place: how old a frame may be to be read, and how old an action's frame may be
 when the action would run (older ones are fenced by the ActionExecutor).
 
-`budgets.max_action_age_ms: auto` (the default) is ACTION_AGE_FLOOR_MS, or two decision steps where this machine's
-decision step takes longer than half of that: a decision is never younger than its own step, and its frame may
-have waited out the step under way, so a smaller bound fences actions that were as fresh as the machine can make
-them (on a slow CPU, nearly all of them: the agent would stand still). A decision step is the forward that
-prefills the newest frame line and scores the commands: measured on the runtime's own model and runner, on
-scratch blocks freed afterwards; on the fixed-cost clock, that clock's price of the same rows (the same on every
-machine).
+`budgets.max_action_age_ms: auto` (the default) is ACTION_AGE_FLOOR_MS, or two decision steps (decision_step_cost_ms)
+where this machine's takes longer than half of that: a decision is never younger than its own step, and its frame
+may have waited out the step under way, so a smaller bound fences actions that were as fresh as the machine can
+make them (on a slow CPU, nearly all of them: the agent would stand still).
 """
 
 from __future__ import annotations
@@ -34,19 +31,18 @@ def auto_action_age_ms(decision_step_ms: float) -> float:
     return max(ACTION_AGE_FLOOR_MS, 10.0 * math.ceil(DECISION_STEPS_OF_AGE * decision_step_ms / 10.0))
 
 
-def fixed_decision_step_ms(cost: FixedCost, branches: int) -> float:
-    """The fixed-cost clock's price of a decision step: the frame and the prompt prefilled, one row per branch."""
-    return cost.step_ms(decode_rows=branches, prefill_tokens=FRAME_TOKENS + PROMPT_TOKENS)
-
-
-def measured_decision_step_ms(runner: ModelRunner, branches: int, *, repeats: int = REPEATS) -> float:
-    """Median wall time of a decision-shaped forward (after one warm-up) on scratch blocks of the runner's store."""
+def decision_step_cost_ms(runner: ModelRunner, branches: int, fixed_cost: FixedCost | None = None) -> float:
+    """A decision step (the forward that prefills the newest frame line and scores the commands): the fixed-cost
+    clock's price of its rows (the same on every machine), or the median wall time of one (after a warm-up) on the
+    runtime's own model, on scratch blocks freed afterwards."""
+    if fixed_cost is not None:
+        return fixed_cost.step_ms(decode_rows=branches, prefill_tokens=FRAME_TOKENS + PROMPT_TOKENS)
     vocab = runner.model.config.vocab_size
     tokens = [(7 + 31 * i) % vocab for i in range(CONTEXT_TOKENS + FRAME_TOKENS + PROMPT_TOKENS)]
     prefill = View(runner.store, name="decision-cost", own_label="decision-cost-context")  # closing it frees it
     try:
         runner.prefill(prefill, tokens[:CONTEXT_TOKENS])
-        times = [_one_decision(runner, prefill.own, tokens, branches) for _ in range(repeats + 1)]
+        times = [_one_decision(runner, prefill.own, tokens, branches) for _ in range(REPEATS + 1)]
     finally:
         prefill.close()
     return statistics.median(times[1:]) * 1000.0

@@ -11,9 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 MAX_HOLD_TICS = 8  # the grammar's longest hold
-SLOW_TURN_DEG = 320 * 360 / 65536  # Doom angleturn[2]: the first tics of a held turn
-FAST_TURN_DEG = 640 * 360 / 65536  # angleturn[0]: once the turn has been held longer
-SLOW_TURN_TICS = 5
 TURN_SIGN = {"TURN_LEFT": 1.0, "TURN_RIGHT": -1.0}  # bearings are positive to the left
 
 
@@ -21,9 +18,9 @@ TURN_SIGN = {"TURN_LEFT": 1.0, "TURN_RIGHT": -1.0}  # bearings are positive to t
 class TurnModel:
     """Degrees a held TURN_LEFT/TURN_RIGHT turns per tic: slow for the first tics of a hold, fast after."""
 
-    slow_deg: float = SLOW_TURN_DEG
-    fast_deg: float = FAST_TURN_DEG
-    slow_tics: int = SLOW_TURN_TICS
+    slow_deg: float = 320 * 360 / 65536  # Doom angleturn[2]: the first tics of a held turn
+    fast_deg: float = 640 * 360 / 65536  # angleturn[0]: once the turn has been held longer
+    slow_tics: int = 5
 
     def step(self, held: int) -> float:
         """Degrees turned on the `held`-th consecutive tic of a turn (1-based)."""
@@ -42,8 +39,8 @@ class TurnModel:
 class TurnInFlight:
     """record(buttons, tics, start_tic) for every hold the world is given; degrees_after(tic) for a frame."""
 
-    def __init__(self, turn: TurnModel | None = None):
-        self.turn = turn or TurnModel()
+    def __init__(self):
+        self.turn = TurnModel()
         self.clear()
 
     def clear(self) -> None:
@@ -54,11 +51,6 @@ class TurnInFlight:
         pressed = [name for name, value in buttons.items() if value and name in TURN_SIGN]
         self.sign = TURN_SIGN[pressed[0]] if len(pressed) == 1 else 0.0
         self.tics, self.start = tics, start_tic
-
-    @property
-    def turning_tics(self) -> int:
-        """The hold's length when it turns (the engine's slow-turn ramp a turn continuing it keeps), else 0."""
-        return self.tics if self.sign else 0
 
     def degrees_after(self, tic: int) -> float:
         """Degrees (positive = left) the held turn still makes after `tic` (its slow-turn ramp from its first tic)."""

@@ -19,11 +19,6 @@ class View:
         if own_label is not None:
             self.start_own(own_label)
 
-    def append(self, block: Block) -> None:
-        """Add a block to read, after the others (before the own block)."""
-        self.store.retain(block)
-        self.blocks.append(block)
-
     def drop(self, block: Block) -> None:
         """Stop reading a block; it is freed once no view or owner holds it."""
         self.blocks.remove(block)

@@ -9,7 +9,7 @@ import pytest
 
 from agent_runtime.clocks import FixedCost, SessionClock
 from agent_runtime.sync_world import SyncWorld
-from agent_runtime.training.view_expert import ViewExpert
+from agent_runtime.training.expert_labeler import ViewExpert
 from agent_runtime.turning import TurnInFlight, TurnModel
 from envs.doom_env import DoomEnv
 from envs.frame import ObjectLabel
@@ -83,6 +83,6 @@ def test_the_world_stamps_each_frame_with_the_turn_the_expert_tracks():
             expert.observe_executed(command, tics, start_tic=world.tic)
             world._frames += world.advance_ms(ms)
             for timed in world.take_frames():
-                assert timed.turn_in_flight == pytest.approx(expert._in_flight(timed.frame.tic)[0])
+                assert timed.turn_in_flight == pytest.approx(expert.previous.degrees_after(timed.frame.tic))
                 checked += 1
         assert checked >= 10

@@ -13,7 +13,7 @@ import pytest
 
 from agent_runtime.config import RunConfig
 from agent_runtime.recording.manifest import Manifest
-from agent_runtime.recording.recording import Recording
+from agent_runtime.recording.episode_recorder import EpisodeRecording
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -28,9 +28,9 @@ def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
 
 @pytest.fixture()
 def synthetic_recording(tmp_path) -> Path:
-    writer = Recording.create(tmp_path / "synthetic", Manifest.build(RunConfig()))
+    writer = EpisodeRecording.create_at(tmp_path / "synthetic", Manifest.build(RunConfig()))
     for event in synthetic_events():
-        writer.write(event)
+        writer.events.write(event)
     writer.close()
     return writer.dir
 

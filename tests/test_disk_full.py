@@ -192,7 +192,7 @@ def test_a_live_session_whose_disk_fills_plays_on_or_stops_cleanly(tmp_path, pol
 
     recordings = LiveRecordings(tmp_path, manifest_for, scenario=config.scenario,
                                 guard=WriteGuard(policy, notify=lines.append))
-    fill = FillDiskAfter(recordings.current.writer, "action_executed", 3)
+    fill = FillDiskAfter(recordings.current, "action_executed", 3)
     recordings.bus.sinks.append(fill)
     result, stopped_at = None, None
     try:

@@ -20,7 +20,7 @@ import psutil
 import pytest
 
 from agent_runtime.fanout.outcome import Task
-from agent_runtime.fanout.task_queue import TaskQueue
+from agent_runtime.fanout.worker_pool import TaskQueue
 from envs.engine_watchdog import engine_children
 
 REPO = Path(__file__).resolve().parent.parent

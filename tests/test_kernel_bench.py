@@ -9,7 +9,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 SCRIPT = """
 import torch
-from agent_runtime.benchmarks.kernel_bench import kernel_vs_sdpa
+from agent_runtime.benchmarks.kv_bench import kernel_vs_sdpa
 r = kernel_vs_sdpa(views=2, keys=32, chunks=4, q_heads=4, kv_heads=2, device="cpu", repeats=1, dtype=torch.float32)
 assert r["max_abs_diff"] < 1e-4, r
 assert r["triton_gb_per_s"] > 0 and r["sdpa_gb_per_s"] > 0

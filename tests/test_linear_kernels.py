@@ -42,7 +42,8 @@ def test_every_kernel_equals_nn_linear_at_every_row_count(shape, bias, dtype):
         pytest.skip(f"oneDNN cannot run {dtype} linears on this CPU ({FEATURES.isa})")
     torch.manual_seed(0)
     plain = nn.Linear(96, 80, bias=bias).to(TORCH[dtype])
-    fast = CpuLinear.adopt(copy.deepcopy(plain), MIXED[dtype])
+    fast = copy.deepcopy(plain)
+    assert adopt_linears(fast, MIXED[dtype], FEATURES) == 1
     x = torch.randn(*shape).to(TORCH[dtype])
     rows = x.numel() // 96
     with torch.inference_mode(), step_kernels(MIXED[dtype], rows):

@@ -30,7 +30,7 @@ def test_a_spoken_command_reaches_the_env_as_the_right_action_in_real_time_and_i
     recording.bus.keep = True
     bus = recording.bus
     voice = VoiceIO(generation, mode="immediate", mic_samples=speech.astype(np.float32), bus=bus,
-                    recording=recording.writer)
+                    recording=recording)
     with DoomEnv("defend_the_center", clock="realtime", seed=1) as env:
         runtime = make_runtime(env, max_action_age_ms=1000.0)
         result = run_live(env, runtime, seconds=4.0, voice=voice, bus=bus, record_path=recording.lmp_path)
@@ -94,7 +94,7 @@ def test_spoken_commentary_is_recorded_as_tts_chunks_playback_events_and_audio(t
     recording = EpisodeRecording.create(tmp_path, Manifest.build({"scenario": "defend_the_center"}),
                                         scenario="defend_the_center", index=0)
     generation = SessionGeneration()
-    voice = VoiceIO(generation, device_free=True, bus=recording.bus, recording=recording.writer)
+    voice = VoiceIO(generation, device_free=True, bus=recording.bus, recording=recording)
     voice.start()
     voice.say("Two imps on the left.", generation.current)
     time.sleep(2.5)  # real-time playback of ~1.5 s of speech

@@ -144,7 +144,8 @@ def test_fuzz_any_json_line_in_the_middle(value):
 def test_manifest_roundtrip_and_unknown_version(tmp_path):
     from agent_runtime.config import RunConfig
 
-    manifest = Manifest.build(RunConfig(seed=5), model_id="smollm2-135m", model_weight_hash="ab12", threads=1)
+    config = RunConfig(seed=5, model={"threads": 1})
+    manifest = Manifest.build(config, model_id="smollm2-135m", model_weight_hash="ab12")
     path = tmp_path / "manifest.json"
     manifest.write(path)
     back = Manifest.read(path)

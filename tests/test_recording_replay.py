@@ -17,6 +17,7 @@ from agent_runtime.config import RunConfig
 from agent_runtime.errors import UserError
 from agent_runtime.events import EventBus
 from agent_runtime.recording.manifest import Manifest
+from agent_runtime.recording.episode_recorder import EpisodeRecording
 from agent_runtime.recording.recording import Recording, screen_hash
 from agent_runtime.recording.replay_check import check_replay
 from envs.doom_env import DoomEnv
@@ -26,10 +27,10 @@ REPO = Path(__file__).resolve().parent.parent
 
 def record_episode(directory: Path, scenario: str = "defend_the_center", tics: int = 50, seed: int = 3) -> Path:
     """A random player; every frame_read carries the screen hash, as the engine's do."""
-    manifest = Manifest.build(RunConfig(scenario=scenario, seed=seed), model_id="random-test", threads=1)
-    writer = Recording.create(directory, manifest)
+    manifest = Manifest.build(RunConfig(scenario=scenario, seed=seed), model_id="random-test")
+    writer = EpisodeRecording.create_at(directory, manifest)
     bus = EventBus("test", clock="compute")
-    bus.sinks.append(writer)
+    bus.sinks.append(writer.events)
     rng = random.Random(seed)
     with DoomEnv(scenario, seed=seed) as env:
         frame = env.new_episode(record_path=writer.lmp_path)
@@ -169,6 +170,6 @@ def test_create_refuses_unwritable_or_existing_dir(recorded, tmp_path):
     blocker.write_text("x")
     manifest = Manifest.build(RunConfig())
     with pytest.raises(UserError, match="cannot create recording directory"):
-        Recording.create(blocker / "rec", manifest)
+        EpisodeRecording.create_at(blocker / "rec", manifest)
     with pytest.raises(UserError, match="already holds a recording"):
-        Recording.create(recorded, manifest)
+        EpisodeRecording.create_at(recorded, manifest)

@@ -148,7 +148,7 @@ def test_committed_sample_replays_and_reruns_identically():
 
 
 def test_first_divergence_covers_length_differences():
-    a = [("ATTACK 4", 3), ("TURN_LEFT 2", 5)]
+    a = [{"command": "ATTACK 4", "frame_tic": 3}, {"command": "TURN_LEFT 2", "frame_tic": 5}]
     assert first_divergence(a, list(a)) is None
     assert first_divergence(a, a[:1]) == {"index": 1, "recorded": {"command": "TURN_LEFT 2", "frame_tic": 5}, "rerun": None}
     assert first_divergence([], a)["index"] == 0

@@ -8,7 +8,7 @@ import json
 import pytest
 import torch
 
-from agent_runtime import adapters
+from agent_runtime import adapters, model_loader
 from agent_runtime.adapters import SHIPPED_ADAPTER, SHIPPED_BY_SCENARIO, resolve_adapter, shipped_adapter
 from agent_runtime.model_loader import cache_dir, load_model
 
@@ -66,7 +66,7 @@ def test_the_shipped_adapter_merges_once_into_a_cache_keyed_on_its_hash(tmp_path
     merged_dirs = [p for p in tmp_path.iterdir() if first.adapter.hash in p.name]
     assert len(merged_dirs) == 1 and (merged_dirs[0] / "cache.json").is_file()
 
-    monkeypatch.setattr(adapters, "merge_adapter", lambda *a, **k: pytest.fail("merged again despite the cache"))
+    monkeypatch.setattr(model_loader, "merge_adapter", lambda *a, **k: pytest.fail("merged again despite the cache"))
     second = load_model(None, dtype="float32", adapter="default")
     assert second.weight_hash == first.weight_hash
     assert all(torch.equal(a, b) for a, b in zip(first.model.parameters(), second.model.parameters()))

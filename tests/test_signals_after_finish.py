@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from agent_runtime.events import EventBus
+from agent_runtime.recording.episode_recorder import EpisodeRecording
 from agent_runtime.recording.manifest import Manifest
-from agent_runtime.recording.recording import Recording
 
 REPO = Path(__file__).resolve().parent.parent
 MARKER = "work finished"
@@ -38,9 +38,9 @@ sys.exit(cli.main())
 
 
 def _small_recording(directory: Path) -> Path:
-    writer = Recording.create(directory, Manifest.build({"scenario": "defend_the_center", "clock": "sync"}))
+    writer = EpisodeRecording.create_at(directory, Manifest.build({"scenario": "defend_the_center", "clock": "sync"}))
     bus = EventBus("s", keep=False)
-    bus.sinks.append(writer)
+    bus.sinks.append(writer.events)
     for tic in range(5):
         bus.emit("frame_read", "frames", tic=tic, sim_ms=tic * 28.6, screen_hash=f"{tic:016x}")
     writer.close()

@@ -7,7 +7,7 @@ import collections
 from dataclasses import replace
 
 from agent_runtime.expert_policy import FIRE_HOLD_TICS, TurnModel
-from agent_runtime.training.view_expert import ViewExpert
+from agent_runtime.training.expert_labeler import ViewExpert
 from envs.doom_env import DoomEnv
 from envs.frame import ObjectLabel
 from envs.observation_text import encode_observation

@@ -128,7 +128,7 @@ def run_session(mode, user_audio, onset_cues):
     at = {}
     for i in range(len(user_audio) // 512):
         frames = pipeline.push(user_audio[i * 512 : (i + 1) * 512]) if controller.listening else []
-        controller.feed(frames, pipeline.stream_ms)
+        controller.feed(frames, pipeline.vad.stream_ms)
         for f in frames:
             at.setdefault(type(f), i)
         pull_one_block(speaker, playback, worker)  # pace the speaker as a sound card would

@@ -101,7 +101,7 @@ def test_a_headset_pulled_out_mid_session_play_goes_on_and_it_is_reopened_when_b
     generation = SessionGeneration()
     voice = VoiceIO(generation, mode="immediate", device_free=True, open_input=headset.open_input,
                     open_output=headset.open_output, notify=lines.append, retry_s=0.5,
-                    bus=recording.bus, recording=recording.writer)
+                    bus=recording.bus, recording=recording)
     with DoomEnv("defend_the_center", clock="realtime", seed=1) as env:
         runtime = make_runtime(env, max_action_age_ms=1000.0)
         result = run_live(env, runtime, seconds=6.0, voice=voice, bus=recording.bus, record_path=recording.lmp_path)

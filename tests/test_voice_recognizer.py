@@ -52,18 +52,18 @@ def test_partials_then_one_final_with_times_and_ages(pipeline):
 def test_stable_prefix_commits_agreed_words_and_retracts_revisions():
     sp = StablePrefix(agreement=2)
     sp.update("go")
-    assert sp.stable == ""
+    assert sp.stable_words == []
     sp.update("go")
-    assert sp.stable == "go" and sp.committable_command is None  # "go" alone is a prefix of two phrases
+    assert sp.stable_words == ["go"] and sp.committable_command is None  # "go" alone is a prefix of two phrases
     sp.update("open")  # revision: "go" is taken back, nothing stale stays committed
-    assert sp.stable == ""
+    assert sp.stable_words == []
     sp.update("go back")
     sp.update("go back")
-    assert sp.stable == "go back" and sp.committable_command == "MOVE_BACKWARD"
+    assert sp.stable_words == ["go", "back"] and sp.committable_command == "MOVE_BACKWARD"
     sp.update("go back", final=True)
-    assert sp.final and sp.stable == "go back"
+    assert sp.final and sp.stable_words == ["go", "back"]
     sp.update("stop")
-    assert sp.stable == ""  # a new utterance starts clean
+    assert sp.stable_words == []  # a new utterance starts clean
 
 
 def test_grammar_and_buttons():

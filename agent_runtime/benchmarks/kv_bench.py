@@ -3,7 +3,8 @@
 (a) view_vs_contiguous: decode step time over a view of 8 blocks / a plain forward with its own contiguous cache;
 (b) drop_vs_recompute: recomputing the tokens after a dropped middle block / dropping it from the view;
 (c) streamsN_vs_1: aggregate decode tokens/s of N streams in one forward / 1 stream, beside the bound the linear
-    layers set: streams4_bound = 4 * step_1 / (step_1 + linears_4 - linears_1).
+    layers set: streams4_bound = 4 * step_1 / (step_1 + linears_4 - linears_1);
+(d) with --device cuda, triton_vs_sdpa: the Triton view-attention kernel / torch SDPA on a contiguous copy.
 """
 
 from __future__ import annotations
@@ -14,6 +15,9 @@ import functools
 import random
 
 import torch
+import torch.nn.functional as F
+
+from attention_kernels.view_layout import ViewLayout
 
 from agent_runtime.benchmarks.measure import Timing, progress, save_figure, subplots
 from agent_runtime.clocks import measured
@@ -28,7 +32,7 @@ def _tokens(rng: random.Random, n: int) -> list[int]:
     return [rng.randrange(100, 40000) for _ in range(n)]
 
 
-def _interleaved(steps: dict, rounds: int, warmup: int = 1) -> dict:
+def _interleaved(steps: dict, rounds: int, warmup: int = 1, timer=measured) -> dict:
     """Each step's Timing; the steps take turns round by round, so machine drift hits them all alike."""
     for _ in range(warmup):
         for step in steps.values():
@@ -36,8 +40,18 @@ def _interleaved(steps: dict, rounds: int, warmup: int = 1) -> dict:
     samples = {k: [] for k in steps}
     for _ in range(rounds):
         for k, step in steps.items():
-            samples[k].append(measured(step)[1])
+            samples[k].append(timer(step)[1])
     return {k: Timing(v) for k, v in samples.items()}
+
+
+def _cuda_timed(fn) -> tuple[None, float]:
+    """(None, seconds fn took on the GPU) by CUDA events: the kernel's time, not its launch's."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn()
+    end.record()
+    torch.cuda.synchronize()
+    return None, start.elapsed_time(end) / 1000.0
 
 
 class KVBench:
@@ -168,12 +182,54 @@ class KVBench:
         result = {**self.view_vs_contiguous(), **self.drop_vs_recompute(), **self.streams()}
         result["pool_blocks_left"] = len(self.store.blocks)
         if self.device == "cuda":
-            from agent_runtime.benchmarks.kernel_bench import kernel_vs_sdpa
-
             k = result["kernel"] = kernel_vs_sdpa(device="cuda")
             progress(f"(d) Triton view attention {k['triton_us']:.0f} us ({k['triton_gb_per_s']:.0f} GB/s) vs SDPA on a "
                      f"contiguous copy {k['sdpa_contiguous_us']:.0f} us ({k['sdpa_gb_per_s']:.0f} GB/s)")
         return result
+
+
+def kernel_vs_sdpa(*, views: int = 8, keys: int = 2048, chunks: int = 8, q_heads: int = 9, kv_heads: int = 3,
+                   head_dim: int = 64, dtype=torch.bfloat16, device: str = "cuda", repeats: int = 20) -> dict:
+    """(d): SDPA gets the keys already gathered contiguously (its best case); the Triton kernel reads the chunks
+    scattered over the cache in place. Achieved bandwidth = bytes of K and V read / kernel time."""
+    from attention_kernels.view_attention_triton import view_attention_triton
+
+    gen = torch.Generator().manual_seed(0)
+    per = keys // chunks
+    n_slots = views * keys * 2
+    k_cache, v_cache = [torch.randn(n_slots, kv_heads, head_dim, generator=gen).to(device, dtype) for _ in range(2)]
+    perm = torch.randperm(n_slots // per, generator=gen)[: views * chunks] * per  # scattered chunk starts
+    view_chunks, queries = [], []
+    for v in range(views):
+        starts = perm[v * chunks : (v + 1) * chunks].tolist()
+        # keys stored at their view positions (offset 0), so the result must equal plain SDPA over the copy
+        view_chunks.append([(s, per, c * per, 0) for c, s in enumerate(starts)])
+        queries.append((v, keys - 1, 0))
+    layout = ViewLayout.build(view_chunks, queries, device=device)
+    q = torch.randn(views, q_heads, head_dim, generator=gen).to(device, dtype)
+    inv_freq = (1.0 / (10000 ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim))).to(device)
+    idx = torch.cat([torch.arange(s, s + per) for chunks_ in view_chunks for s, _, _, _ in chunks_]).to(device)
+    k_contig, v_contig = [c[idx].view(views, keys, kv_heads, head_dim).transpose(1, 2).contiguous()
+                          for c in (k_cache, v_cache)]
+    q4 = q.view(views, q_heads, 1, head_dim)
+    scale = head_dim ** -0.5
+
+    ours = view_attention_triton(q, k_cache, v_cache, layout, inv_freq, scale)
+    ref = F.scaled_dot_product_attention(q4, k_contig, v_contig, scale=scale, enable_gqa=True).view_as(ours)
+    max_abs_diff = float((ours.float() - ref.float()).abs().max())
+    t = _interleaved({"triton": lambda: view_attention_triton(q, k_cache, v_cache, layout, inv_freq, scale),
+                      "sdpa": lambda: F.scaled_dot_product_attention(q4, k_contig, v_contig, scale=scale,
+                                                                     enable_gqa=True)},
+                     repeats, timer=_cuda_timed if device == "cuda" else measured)
+    t_triton, t_sdpa = t["triton"].median, t["sdpa"].median
+    bytes_read = 2 * views * keys * kv_heads * head_dim * k_cache.element_size()
+    return {
+        "views": views, "keys_per_view": keys, "chunks_per_view": chunks, "head_dim": head_dim,
+        "triton_us": t_triton * 1e6, "sdpa_contiguous_us": t_sdpa * 1e6,
+        "triton_vs_sdpa": t_triton / t_sdpa,
+        "triton_gb_per_s": bytes_read / t_triton / 1e9, "sdpa_gb_per_s": bytes_read / t_sdpa / 1e9,
+        "max_abs_diff": max_abs_diff,
+    }
 
 
 def plot_streams(result: dict, path, title: str) -> None:

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import json
 import platform
 import statistics
-import sys
 from dataclasses import dataclass
-from pathlib import Path
 
 from agent_runtime.notices import stderr_line
 from agent_runtime.percentiles import percentile
@@ -46,8 +43,8 @@ def machine_info(model_id: str, threads: int, clock: str, device: str = "cpu", c
     }
 
 
-def print_header(info: dict, stream=sys.stderr) -> None:
-    print("machine: " + ", ".join(f"{k} {v}" for k, v in info.items()), file=stream, flush=True)
+def print_header(info: dict) -> None:
+    stderr_line("machine: " + ", ".join(f"{k} {v}" for k, v in info.items()))
 
 
 def progress(msg: str) -> None:
@@ -81,15 +78,3 @@ def save_figure(fig, path, **savefig) -> None:
     fig.tight_layout()
     fig.savefig(path, **savefig)
     plt.close(fig)
-
-
-def write_result(result: dict, json_path: Path, figure_path: Path, plot) -> dict:
-    """The figure `plot(figure_path)` draws, then the result naming it as JSON, without the agents' raw "_samples"
-    (a CDF's input, too long to read); returns what was written."""
-    json_path.parent.mkdir(parents=True, exist_ok=True)
-    plot(figure_path)
-    public = json.loads(json.dumps({**result, "plot": str(figure_path)}, default=str))
-    for summary in public.get("agents", {}).values():
-        summary.pop("_samples", None)
-    json_path.write_text(json.dumps(public, indent=2))
-    return public

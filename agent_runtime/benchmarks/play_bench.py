@@ -9,15 +9,14 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
-from agent_runtime.benchmarks.measure import progress, save_figure, subplots, write_result
+from agent_runtime.benchmarks.measure import progress, save_figure, subplots
+from agent_runtime.fanout.outcome import plain_args
 from agent_runtime.percentiles import percentile
 
 MODEL_AGENTS = ("multi_stream", "multi_stream_untrained", "sequential", "no_think")
-PLAYERS = ("scripted", "expert", "random")
-AGENTS = MODEL_AGENTS + PLAYERS
 
 
-def summarize(runs: list[dict]) -> dict:
+def _agent_summary(runs: list[dict]) -> dict:
     """One agent's episodes: mean and standard deviation of kills, reward and tics, and its reaction p50."""
     out = {"episodes": len(runs)}
     for name in ("kills", "reward", "tics"):
@@ -33,76 +32,87 @@ def summarize(runs: list[dict]) -> dict:
     return out
 
 
-def play_model_episode(name: str, env, runtimes: dict, *, seed: int, max_tics, fixed_cost, think_tokens: int) -> dict:
-    from agent_runtime.llm_episode import run_llm_episode
-    from agent_runtime.sequential_agent import run_sequential_episode
+class PlayBenchJob:
+    """`bench play`'s tasks, (episode index, agent): what the serial bench and each Ray worker play them on, the
+    model (the adapter the command names, else the shipped one), one engine and the runtimes `_build` makes."""
 
-    if name in ("multi_stream", "multi_stream_untrained"):
-        runtime = runtimes["untrained" if name == "multi_stream_untrained" else "trained"]
-        return run_llm_episode(env, runtime, seed=seed, max_tics=max_tics, fixed_cost=fixed_cost, agent_seed=seed)
-    think = think_tokens if name == "sequential" else 0
-    return run_sequential_episode(env, runtimes["trained"], think_tokens=think, seed=seed, max_tics=max_tics,
-                                  fixed_cost=fixed_cost, agent_seed=seed)
+    command = "bench play"
 
+    def __init__(self, args, agents: tuple[str, ...]):
+        self.args, self.agents = plain_args(args), agents
+        self.env = self.fixed_cost = self.runtimes = None
 
-def play_runtimes(loaded, config, env, agents, *, model_spec) -> dict:
-    """The runtimes the model agents play on: "trained" on `loaded`, "untrained" on the same weights without
-    the adapter (loaded only when one is merged and multi_stream_untrained plays)."""
-    from agent_runtime.runtime import Runtime
-    from agent_runtime.model_loader import load_model
+    def setup(self, threads: int) -> dict:
+        """A Ray worker's: the model loaded on the CPUs Ray reserved for it."""
+        from agent_runtime.commands.bench import load_bench_model
+        from agent_runtime.fanout.episode_worker import decide_once
 
-    if not any(name in MODEL_AGENTS for name in agents):
-        return {}
-    trained = Runtime.open(config, loaded=loaded, env=env)
-    if loaded.adapter is None or "multi_stream_untrained" not in agents:
-        return {"trained": trained, "untrained": trained}
-    untrained = load_model(model_spec, dtype=loaded.cpu.dtype)
-    return {"trained": trained, "untrained": Runtime.open(config, loaded=untrained, env=env)}
+        decide_once(threads)
+        loaded, machine = load_bench_model(self.args, header=False, threads=threads)
+        self.build(loaded)
+        return {"model": loaded.model_id, "cpu_path": loaded.cpu.name,
+                "adapter": loaded.adapter.hash if loaded.adapter else None, "_machine": machine}
 
+    def build(self, loaded) -> None:
+        from agent_runtime.commands import fixed_cost
+        from agent_runtime.config import load_config
 
-def play_one(name: str, env, open_env, runtimes: dict, *, seed: int, max_tics=None, fixed_cost=None,
-             think_tokens: int = 64) -> dict:
-    """One episode of one agent on seed `seed` (what a Ray worker plays too); a player without a model plays on a
-    fresh engine seeded like the model agents' episode."""
-    from agent_runtime.baseline_policies import make_policy, run_baseline_episode
+        a = self.args
+        self.fixed_cost = fixed_cost(a)
+        self._build(loaded, load_config(a.config, scenario=a.scenario, seed=a.seed))
 
-    if name in MODEL_AGENTS:
-        return play_model_episode(name, env, runtimes, seed=seed, max_tics=max_tics, fixed_cost=fixed_cost,
-                                  think_tokens=think_tokens)
-    with open_env(seed) as fresh:
-        policy = make_policy(name, fresh.buttons, seed=seed, screen_width=fresh.resolution[1])
-        result = run_baseline_episode(fresh, policy, max_tics=max_tics)
-    result["tics"] = max(result["tics"], 0)  # the engine reads tic 0 after a map that ended with the kill
-    result.pop("reaction_samples_ms")  # a player without a model decides in no time: it has no reaction to report
-    return result
+    def _build(self, loaded, config) -> None:
+        """The runtimes the model agents play on: "trained" on `loaded`, "untrained" on the same weights without
+        the adapter (loaded only when one is merged and multi_stream_untrained plays)."""
+        from agent_runtime.model_loader import load_model
+        from agent_runtime.runtime import Runtime
+        from envs.doom_env import DoomEnv
 
+        self.env, self.runtimes = DoomEnv(self.args.scenario, seed=self.args.seed), {}
+        if any(name in MODEL_AGENTS for name in self.agents):
+            trained = untrained = Runtime.open(config, loaded=loaded, env=self.env)
+            if loaded.adapter is not None and "multi_stream_untrained" in self.agents:
+                untrained = Runtime.open(config, loaded=load_model(self.args.model, dtype=loaded.cpu.dtype),
+                                         env=self.env)
+            self.runtimes = {"trained": trained, "untrained": untrained}
 
-def report_episode(index: int, episodes: int, name: str, r: dict, where: str = "") -> None:
-    progress(f"episode {index + 1}/{episodes} {name}{where}: kills {r['kills']}, reward {r['reward']:g}, "
-             f"{r['tics']} tics")
+    def play(self, task) -> dict:
+        """Episode i of one agent on seed + i; a player without a model plays on a fresh engine seeded alike."""
+        from agent_runtime.baseline_policies import make_policy, run_baseline_episode
+        from agent_runtime.llm_episode import run_llm_episode
+        from agent_runtime.sequential_agent import run_sequential_episode
+        from envs.doom_env import DoomEnv
 
+        index, name = task.key
+        seed, max_tics, fixed_cost = self.args.seed + index, self.args.max_tics, self.fixed_cost
+        if name in ("multi_stream", "multi_stream_untrained"):
+            runtime = self.runtimes["untrained" if name == "multi_stream_untrained" else "trained"]
+            return run_llm_episode(self.env, runtime, seed=seed, max_tics=max_tics, fixed_cost=fixed_cost,
+                                   agent_seed=seed)
+        if name in MODEL_AGENTS:
+            think = self.args.think_tokens if name == "sequential" else 0
+            return run_sequential_episode(self.env, self.runtimes["trained"], think_tokens=think, seed=seed,
+                                          max_tics=max_tics, fixed_cost=fixed_cost, agent_seed=seed)
+        with DoomEnv(self.args.scenario, seed=seed) as fresh:
+            policy = make_policy(name, fresh.buttons, seed=seed, screen_width=fresh.resolution[1])
+            result = run_baseline_episode(fresh, policy, max_tics=max_tics)
+        result["tics"] = max(result["tics"], 0)  # the engine reads tic 0 after a map that ended with the kill
+        result.pop("reaction_samples_ms")  # a player without a model decides in no time: it has no reaction to report
+        return result
 
-def summarize_agents(per_agent: dict[str, list[dict]], *, episodes: int, seed: int) -> dict:
-    return {"agents": {name: summarize(runs) for name, runs in per_agent.items()}, "episodes": episodes,
-            "seeds": [seed + i for i in range(episodes)]}
+    def report(self, task, r: dict, where: str) -> None:
+        progress(f"episode {task.key[0] + 1}/{self.args.episodes} {task.key[1]}{where}: kills {r['kills']}, "
+                 f"reward {r['reward']:g}, {r['tics']} tics")
 
+    def summarize(self, per_agent: dict[str, list[dict]]) -> dict:
+        a = self.args
+        return {"agents": {name: _agent_summary(runs) for name, runs in per_agent.items()}, "episodes": a.episodes,
+                "seeds": [a.seed + i for i in range(a.episodes)]}
 
-def play_interleaved(agents, episodes: int, seed: int, play, report) -> dict[str, list[dict]]:
-    """Episode i of every agent plays seed + i (`play(name, seed)`); agents take turns episode by episode."""
-    per_agent: dict[str, list[dict]] = {name: [] for name in agents}
-    for index in range(episodes):
-        for name in agents:
-            per_agent[name].append(play(name, seed + index))
-            report(index, episodes, name, per_agent[name][-1])
-    return per_agent
-
-
-def run_play_bench(env, open_env, runtimes: dict, *, episodes: int, seed: int, max_tics=None, fixed_cost=None,
-                   think_tokens: int = 64, agents=AGENTS) -> dict:
-    per_agent = play_interleaved(agents, episodes, seed, lambda name, s: play_one(
-        name, env, open_env, runtimes, seed=s, max_tics=max_tics, fixed_cost=fixed_cost, think_tokens=think_tokens),
-        report_episode)
-    return summarize_agents(per_agent, episodes=episodes, seed=seed)
+    def title(self, machine: dict, adapter: str | None, workers: str) -> str:
+        a = self.args
+        return (f"{a.scenario}, {a.episodes} episodes, {machine.get('model')}"
+                + (f" + adapter {adapter[:8]}" if adapter else ", no adapter") + (f", {workers}" if workers else ""))
 
 
 def plot_kills(result: dict, path: Path, title: str) -> None:
@@ -116,8 +126,3 @@ def plot_kills(result: dict, path: Path, title: str) -> None:
     ax.set_title(title)
     ax.tick_params(axis="x", labelrotation=20)
     save_figure(fig, path, dpi=110)
-
-
-def write_outputs(result: dict, out_dir: Path, title: str) -> dict:
-    return write_result(result, out_dir / "play.json", out_dir / "play_kills.png",
-                        lambda path: plot_kills(result, path, title))

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import numpy as np
 
-from agent_runtime.benchmarks.measure import progress, save_figure, shown, stats, subplots, write_result
-from agent_runtime.benchmarks.play_bench import play_interleaved, play_model_episode
+from agent_runtime.benchmarks.measure import progress, save_figure, shown, stats, subplots
+from agent_runtime.benchmarks.play_bench import PlayBenchJob
+from agent_runtime.errors import UserError
 from agent_runtime.percentiles import percentile
 
 AGENTS = ("multi_stream", "sequential", "no_think")
@@ -46,40 +47,52 @@ def _summary(episodes: list[dict], think_tokens: int) -> dict:
     }
 
 
-def report_episode(index: int, episodes: int, name: str, r: dict, where: str = "") -> None:
-    progress(f"episode {index + 1}/{episodes} {name}{where}: reaction p50 {shown(r['reaction_ms_p50'], ' ms')}, "
-             f"kills {r['kills']}, actions {r['actions_executed']} (+{r['actions_fenced']} fenced), {r['tics']} tics")
+class ReactionBenchJob(PlayBenchJob):
+    """`bench reaction`'s tasks: one runtime (and its engine) that every agent plays on."""
+
+    command = "bench reaction"
+
+    def _build(self, loaded, config) -> None:
+        from agent_runtime.runtime import Runtime
+
+        runtime = Runtime.open(config, loaded=loaded, scenario=self.args.scenario, env_seed=self.args.seed,
+                               device=self.args.device)
+        self.env, self.runtimes = runtime.env, {"trained": runtime}
+
+    def report(self, task, r: dict, where: str) -> None:
+        progress(f"episode {task.key[0] + 1}/{self.args.episodes} {task.key[1]}{where}: reaction p50 "
+                 f"{shown(r['reaction_ms_p50'], ' ms')}, kills {r['kills']}, actions {r['actions_executed']} "
+                 f"(+{r['actions_fenced']} fenced), {r['tics']} tics")
+
+    def summarize(self, per_agent: dict[str, list[dict]]) -> dict:
+        """Per agent summaries, the sequential/multi-stream ratios and the targets, from episodes in seed order."""
+        empty = [name for name, runs in per_agent.items() if not runs]
+        if empty:  # every task of an agent lost on Ray
+            raise UserError(f"no episode of {', '.join(empty)} finished on any worker; nothing to summarize")
+        think_tokens = self.args.think_tokens
+        agents = {name: _summary(runs, think_tokens if name == "sequential" else 0) for name, runs in per_agent.items()}
+        multi = agents["multi_stream"]
+
+        def ratio(name, q):
+            x, y = agents[name][f"reaction_ms_{q}"], multi[f"reaction_ms_{q}"]
+            return x / y if x is not None and y else None
+
+        ratios = {f"reaction_{q}_{short}_over_multi": ratio(name, q)
+                  for short, name in (("seq", "sequential"), ("nothink", "no_think")) for q in ("p50", "p95")}
+        return {"agents": agents, "ratios": ratios, "targets": {
+            "multi_p50_le_150ms": multi["reaction_ms_p50"] is not None and multi["reaction_ms_p50"] <= 150,
+            "multi_p95_le_250ms": multi["reaction_ms_p95"] is not None and multi["reaction_ms_p95"] <= 250,
+            "seq_over_multi_p50_ge_20": (ratios["reaction_p50_seq_over_multi"] or 0) >= 20,
+        }}
+
+    def title(self, machine: dict, adapter: str | None, workers: str) -> str:
+        return (f"{self.args.scenario}, {machine.get('model')}, {self.args.episodes} episodes, "
+                + (f"{workers} x " if workers else "") + f"{machine.get('threads')} thread(s)")
 
 
-def run_reaction_bench(env, runtime, *, episodes: int, think_tokens: int, max_tics: int | None, seed: int,
-                       fixed_cost=None) -> dict:
-    per_agent = play_interleaved(AGENTS, episodes, seed, lambda name, s: play_model_episode(
-        name, env, {"trained": runtime}, seed=s, max_tics=max_tics, fixed_cost=fixed_cost, think_tokens=think_tokens),
-        report_episode)
-    return summarize_agents(per_agent, think_tokens)
-
-
-def summarize_agents(per_agent: dict[str, list[dict]], think_tokens: int) -> dict:
-    """Per agent summaries, the sequential/multi-stream ratios and the targets, from episodes in seed order."""
-    agents = {name: _summary(runs, think_tokens if name == "sequential" else 0) for name, runs in per_agent.items()}
-    multi = agents["multi_stream"]
-
-    def ratio(name, q):
-        x, y = agents[name][f"reaction_ms_{q}"], multi[f"reaction_ms_{q}"]
-        return x / y if x is not None and y else None
-
-    ratios = {f"reaction_{q}_{short}_over_multi": ratio(name, q)
-              for short, name in (("seq", "sequential"), ("nothink", "no_think")) for q in ("p50", "p95")}
-    return {"agents": agents, "ratios": ratios, "targets": {
-        "multi_p50_le_150ms": multi["reaction_ms_p50"] is not None and multi["reaction_ms_p50"] <= 150,
-        "multi_p95_le_250ms": multi["reaction_ms_p95"] is not None and multi["reaction_ms_p95"] <= 250,
-        "seq_over_multi_p50_ge_20": (ratios["reaction_p50_seq_over_multi"] or 0) >= 20,
-    }}
-
-
-def plot_cdf(agents: dict, path: Path, title: str) -> None:
+def plot_cdf(result: dict, path: Path, title: str) -> None:
     fig, ax = subplots(figsize=(7, 4.2), dpi=120)
-    for name, summary in agents.items():
+    for name, summary in result["agents"].items():
         xs = np.sort(np.asarray(summary["_samples"]))
         if len(xs) == 0:
             continue
@@ -93,8 +106,3 @@ def plot_cdf(agents: dict, path: Path, title: str) -> None:
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")
     save_figure(fig, path)
-
-
-def write_outputs(result: dict, out_dir: Path, title: str) -> dict:
-    return write_result(result, out_dir / "reaction.json", out_dir / "reaction_cdf.png",
-                        lambda path: plot_cdf(result["agents"], path, title))

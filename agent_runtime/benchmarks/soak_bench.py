@@ -7,7 +7,6 @@ Microphone and speaker keep no audio (30 minutes of it would be ~275 MB of RSS g
 from __future__ import annotations
 
 import itertools
-import json
 import threading
 import time
 from array import array
@@ -315,30 +314,16 @@ def plot_soak(result: dict, path, title: str) -> None:
     save_figure(fig, path)
 
 
-def write_outputs(result: dict, out, title: str, plot: bool = True) -> None:
-    """soak.json (and soak.png) in `out`."""
-    if plot:
-        result["plot"] = str(out / "soak.png")
-        plot_soak(result, out / "soak.png", title)
-    (out / "soak.json").write_text(json.dumps(result, indent=2, default=str))
-
-
 def print_report(result: dict) -> None:
     """The human-readable summary: first fifth vs last fifth, then the targets."""
     f = shown
-
-    def pct(v):
-        return shown(v, "%", "+.1f")
-
-    def ok(flag):
-        return {True: "met", False: "NOT met", None: "n/a"}[flag]
-
+    ok = {True: "met", False: "NOT met", None: "n/a"}.get
     print(f"soak: {result['seconds']:.0f} s of real-time play{'' if result['complete'] else ' (stopped early)'}, "
           f"{result['voice_phrases']} voice phrases, {result['barge_ins']} barge-ins measured "
           f"({result['barge_ins_attempted']} over commentary, {result['barge_ins_missed']} missed)")
     print("                      first fifth   last fifth   growth")
-    growth = {"rss_mb": f"   {pct(result['rss_growth_pct'])}",
-              "kv_pages": f"   {pct(result['kv_growth_pct'])}  (pool {result['kv_pool_pages']})"}
+    growth = {"rss_mb": f"   {f(result['rss_growth_pct'], '%', '+.1f')}",
+              "kv_pages": f"   {f(result['kv_growth_pct'], '%', '+.1f')}  (pool {result['kv_pool_pages']})"}
     for label, key in (("RSS (MB)", "rss_mb"), ("KV pages in use", "kv_pages"),
                        ("reaction p95 (ms)", "reaction_ms_p95"), ("barge-in p95 (ms)", "barge_in_ms_p95")):
         first, last = f(result[key + "_first_fifth"]), f(result[key + "_last_fifth"])

@@ -19,13 +19,6 @@ from agent_runtime.voice.voice_io import MIC_RATE, VoiceIO
 GAP_S = 1.8
 
 
-def command_script(buttons: tuple[str, ...], count: int, seed: int) -> list[tuple[str, str]]:
-    """(phrase, command) pairs the scenario can act on, in a seeded random order."""
-    usable = [(p, c) for p, c in PHRASES.items() if command_to_buttons(c, buttons)]
-    rng = np.random.default_rng(seed)
-    return [usable[i] for i in rng.integers(0, len(usable), count)]
-
-
 def synthesize_script(script: list[tuple[str, str]]) -> tuple[np.ndarray, list[float]]:
     """One mic track: lead-in, then each phrase followed by a gap; returns it and each phrase's end (s)."""
     tts = EspeakTts(SessionGeneration())
@@ -40,7 +33,9 @@ def synthesize_script(script: list[tuple[str, str]]) -> tuple[np.ndarray, list[f
 
 
 def run_voice_bench(env, runtime, *, commands: int, seed: int = 0, mode: str = "immediate") -> dict:
-    script = command_script(env.buttons, commands, seed)
+    """Speak `commands` seeded commands the scenario can act on into live play; the result JSON-ready."""
+    usable = [(p, c) for p, c in PHRASES.items() if command_to_buttons(c, env.buttons)]  # what the scenario can do
+    script = [usable[i] for i in np.random.default_rng(seed).integers(0, len(usable), commands)]  # (phrase, command)
     track, ends = synthesize_script(script)
     voice = VoiceIO(SessionGeneration(), mode=mode, mic_samples=track)
     bus = EventBus()

@@ -84,8 +84,7 @@ def writable_dir(path_text: str, what: str) -> Path:
     path = Path(path_text).expanduser()
     try:
         path.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=path, prefix=".probe-"):
-            pass
+        tempfile.NamedTemporaryFile(dir=path, prefix=".probe-").close()  # deleted on close
     except OSError as e:
         raise UserError(f"cannot write to {what} {path}: {e.strerror or e}") from None
     return path

@@ -9,7 +9,7 @@ from pathlib import Path
 from agent_runtime import fanout, signals
 from agent_runtime.commands import add_options, at_least, check_scenario, fixed_cost, require_cuda, writable_dir
 from agent_runtime.errors import UserError
-from agent_runtime.fanout.play_bench_fanout import run_play_bench_on_ray, run_reaction_bench_on_ray
+from agent_runtime.fanout.outcome import Task
 
 ADAPTER_HELP = ("LoRA adapter merged at load (default: the one shipped for --scenario; `none`: the untrained model; "
                 "or a path)")
@@ -115,15 +115,13 @@ def load_bench_model(args, *, clock: str | None = None, device: str = "cpu", hea
     return loaded, info
 
 
-def _open_runtime(args, loaded, *, env_seed: int, config_seed: int | None = None, clock: str | None = None,
-                  device: str = "cpu"):
+def _open_runtime(args, loaded, *, env_seed: int, clock: str | None = None):
     """The runtime a bench plays on, its env opened on --scenario (clock None: the headless sync one)."""
     from agent_runtime.config import load_config
     from agent_runtime.runtime import Runtime
 
-    config = load_config(getattr(args, "config", None), scenario=args.scenario, seed=config_seed, clock=clock)
-    return Runtime.open(config, loaded=loaded, scenario=args.scenario, env_seed=env_seed, clock=clock or "sync",
-                        device=device)
+    config = load_config(scenario=args.scenario, clock=clock)
+    return Runtime.open(config, loaded=loaded, scenario=args.scenario, env_seed=env_seed, clock=clock or "sync")
 
 
 def _stamp(result: dict, info: dict, args=None, loaded=None) -> dict:
@@ -134,10 +132,11 @@ def _stamp(result: dict, info: dict, args=None, loaded=None) -> dict:
     return result
 
 
-def _output(args, result: dict, report, json_path=None) -> int:
-    """Write the result to `json_path`, then print it as one JSON object (--json) or as `report()` has it."""
-    if json_path is not None:
-        json_path.write_text(json.dumps(result, indent=2, default=str))
+def _output(args, result: dict, report, *json_paths) -> int:
+    """Write the result to each of `json_paths` (None skipped), then print it as one JSON object (--json) or as
+    `report()` has it."""
+    for path in filter(None, json_paths):
+        path.write_text(json.dumps(result, indent=2, default=str))
     if args.json in (True, "-"):  # soak's --json PATH: the file above, and the report
         print(json.dumps(result, default=str))
     else:
@@ -174,34 +173,67 @@ def _print_kv(result: dict) -> None:
     print(f"plot: {result['plot']}")
 
 
-def _play_episodes(args, on_ray, here, write_outputs, table) -> int:
-    """bench reaction and play: the (episode, agent) pairs played by Ray workers, or here on one loaded model;
-    the result written by `write_outputs` and shown by `table`. Exit 1 when Ray lost a pair."""
+def _play_episodes(args, job, figure: str, plot, table) -> int:
+    """bench reaction and play: episode i of every agent on seed + i, agents taking turns episode by episode, played
+    by Ray workers or here on one loaded model (`job`: PlayBenchJob); `plot` draws `figure`, the result goes to
+    BENCH.json without the agents' raw "_samples" (a CDF's input, too long to read) and `table` shows it. Exit 1
+    when Ray lost a pair."""
     fanout.check(args)
     check_scenario(args.scenario)
     out = writable_dir(args.out, "--out")
-    if fanout.wanted(args):  # the same (episode, agent) pairs, played by Ray workers
-        result, title = on_ray()
+    tasks = [Task((i, name), None, f"episode {i} {name}") for i in range(args.episodes) for name in job.agents]
+    results: dict[tuple[int, str], dict] = {}
+
+    def on_result(task: Task, result: dict, where: str = "") -> None:
+        results[task.key] = result
+        job.report(task, result, where)
+
+    workers = f"{args.workers} Ray workers" if fanout.wanted(args) else ""
+    if workers:
+        added = _on_ray(args, job, tasks, on_result)
     else:
-        loaded, info = load_bench_model(args, device=getattr(args, "device", "cpu"))
-        result, title = here(loaded, info)
-        _stamp(result, info, args, loaded)
-    public = write_outputs(result, out, title)
-    _output(args, public, lambda: table(public))
+        loaded, machine = load_bench_model(args, device=getattr(args, "device", "cpu"))
+        try:
+            job.build(loaded)
+            for task in tasks:
+                on_result(task, job.play(task))
+        finally:
+            if job.env is not None:
+                job.env.close()
+        added = _stamp({}, machine, args, loaded)
+    per_agent = {name: [results[(i, name)] for i in range(args.episodes) if (i, name) in results]
+                 for name in job.agents}
+    result = {**job.summarize(per_agent), **added}
+    plot(result, out / figure, job.title(added["machine"], added["adapter"], workers))
+    public = json.loads(json.dumps({**result, "plot": str(out / figure)}, default=str))
+    for summary in public["agents"].values():
+        summary.pop("_samples", None)
+    _output(args, public, lambda: table(public), out / f"{args.bench}.json")
     return 1 if result.get("lost") else 0
 
 
-def _run_reaction(args) -> int:
-    from agent_runtime.benchmarks.reaction_bench import run_reaction_bench, write_outputs
+def _on_ray(args, job, tasks: list[Task], on_result) -> dict:
+    """`tasks` played by Ray workers that each hold a `job`: the serial summary on the same seeds (for reaction with
+    --fixed-cost; without it each worker measures its own steps on the cores Ray reserved for it). Returns what the
+    result adds to the serial one; prints the machine header (the workers' machine, the cluster)."""
+    from agent_runtime.benchmarks.measure import print_header
+    from agent_runtime.fanout.worker_pool import run_on_ray
 
-    def here(loaded, info):
-        with _open_runtime(args, loaded, env_seed=args.seed, config_seed=args.seed, device=args.device) as runtime:
-            result = run_reaction_bench(runtime.env, runtime, episodes=args.episodes, think_tokens=args.think_tokens,
-                                        max_tics=args.max_tics, seed=args.seed, fixed_cost=fixed_cost(args))
-        return result, f"{args.scenario}, {loaded.model_id}, {args.episodes} episodes, {info['threads']} thread(s)"
+    if getattr(args, "device", "cpu") != "cpu":
+        raise UserError("--workers/--ray-address run on CPU workers; use --device cpu (or drop --workers)")
+    lost, info, described = run_on_ray(args, job, tasks, lambda task, outcome, worker: on_result(
+        task, outcome.result, f" ({worker.name()})"), command=job.command)
+    machine = {**info.get("_machine", {}), "workers": args.workers, "ray": described}
+    print_header(machine)
+    return dict(machine=machine, cpu_path=machine.get("cpu_path"), scenario=args.scenario,
+                adapter=info.get("adapter"), workers=args.workers, lost=[task.label for task, _ in lost])
+
+
+def _run_reaction(args) -> int:
+    from agent_runtime.benchmarks.reaction_bench import AGENTS, ReactionBenchJob, plot_cdf
 
     at_least(args, 1, "--episodes", "--think-tokens")
-    return _play_episodes(args, lambda: run_reaction_bench_on_ray(args), here, write_outputs, _print_reaction_table)
+    return _play_episodes(args, ReactionBenchJob(args, AGENTS), "reaction_cdf.png", plot_cdf, _print_reaction_table)
 
 
 def _print_reaction_table(result: dict) -> None:
@@ -276,7 +308,7 @@ def _run_soak(args) -> int:
         raise UserError(f"--minutes must be positive (got {args.minutes:g})")
     if not args.every >= 1:
         raise UserError(f"--every must be at least 1 second (got {args.every:g})")
-    from agent_runtime.benchmarks.soak_bench import print_report, run_soak, write_outputs
+    from agent_runtime.benchmarks.soak_bench import plot_soak, print_report, run_soak
 
     check_scenario(args.scenario)
     out = writable_dir(args.out, "--out")
@@ -291,12 +323,15 @@ def _run_soak(args) -> int:
                               every_s=args.every)
     except signals.Interrupted as e:  # keep what was measured: the JSON only (a plot would delay the exit)
         if hasattr(e, "soak_result"):
-            write_outputs(_stamp(e.soak_result, info, args, loaded), out, title, plot=False)
-            e.args = (f"{e} after {e.soak_result['seconds']:.0f} s; partial results in {out / 'soak.json'}",)
+            partial = _stamp(e.soak_result, info, args, loaded)
+            (out / "soak.json").write_text(json.dumps(partial, indent=2, default=str))
+            e.args = (f"{e} after {partial['seconds']:.0f} s; partial results in {out / 'soak.json'}",)
         raise  # the CLI's one line says it, with the reason: exit 130/143
-    write_outputs(_stamp(result, info, args, loaded), out, title)
+    _stamp(result, info, args, loaded)["plot"] = str(out / "soak.png")
+    plot_soak(result, out / "soak.png", title)
     return _output(args, result, lambda: (print_report(result), print(
-        f"written: {out / 'soak.json'}, {result['plot']}" + (f", {json_path}" if json_path else ""))), json_path)
+        f"written: {out / 'soak.json'}, {result['plot']}" + (f", {json_path}" if json_path else ""))),
+        out / "soak.json", json_path)
 
 
 def _play_agents(text: str | None) -> tuple[str, ...]:
@@ -311,23 +346,11 @@ def _play_agents(text: str | None) -> tuple[str, ...]:
 
 
 def _run_play(args) -> int:
-    from agent_runtime.benchmarks.play_bench import play_runtimes, run_play_bench, write_outputs
-    from agent_runtime.config import load_config
-    from envs.doom_env import DoomEnv
-
-    def here(loaded, info):
-        config = load_config(args.config, scenario=args.scenario, seed=args.seed)
-        with DoomEnv(args.scenario, seed=args.seed) as env:
-            runtimes = play_runtimes(loaded, config, env, agents, model_spec=args.model)
-            result = run_play_bench(env, lambda s: DoomEnv(args.scenario, seed=s), runtimes, episodes=args.episodes,
-                                    seed=args.seed, max_tics=args.max_tics, think_tokens=args.think_tokens,
-                                    agents=agents, fixed_cost=fixed_cost(args))
-        return result, (f"{args.scenario}, {args.episodes} episodes, {loaded.model_id}"
-                        + (f" + adapter {loaded.adapter.hash[:8]}" if loaded.adapter else ", no adapter"))
+    from agent_runtime.benchmarks.play_bench import PlayBenchJob, plot_kills
 
     at_least(args, 1, "--episodes")
-    agents = _play_agents(args.agents)
-    return _play_episodes(args, lambda: run_play_bench_on_ray(args, agents), here, write_outputs, _print_play_table)
+    job = PlayBenchJob(args, _play_agents(args.agents))
+    return _play_episodes(args, job, "play_kills.png", plot_kills, _print_play_table)
 
 
 def _print_play_table(result: dict) -> None:

@@ -14,8 +14,6 @@ from agent_runtime.errors import UserError
 from agent_runtime.fanout.collect_fanout import run_collect
 from agent_runtime.notices import stderr_line
 
-MODEL_SEED = 0
-
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_options(p, "--scenario")
@@ -34,9 +32,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     fanout.add_arguments(p)  # --workers, --ray-address
 
 
-def _manifest(args, loaded, config, buttons) -> dict:
-    return {
-        "scenario": args.scenario, "buttons": list(buttons), "model_id": loaded.model_id,
+def open_runtime(args, threads: int | None, *, announce: bool = True):
+    """The runtime collect plays on and the data set's manifest for it: here, or on a Ray worker (`threads`: the
+    CPUs Ray reserved for it)."""
+    from agent_runtime.config import load_config
+    from agent_runtime.runtime import Runtime
+
+    config = load_config(args.config, scenario=args.scenario, seed=args.seed)
+    runtime = Runtime.open(config, model=args.model, threads=threads, adapter=args.adapter, env_seed=args.seed,
+                           announce=announce)
+    loaded = runtime.loaded
+    return runtime, {
+        "scenario": args.scenario, "buttons": list(runtime.env.buttons), "model_id": loaded.model_id,
         "model_weight_hash": loaded.base_weight_hash,  # what `train` puts adapters on
         "adapter": loaded.adapter.hash if loaded.adapter else None,
         "expert": "expert" if args.labeller == "full" else "view_expert", "expert_acts": args.expert_acts,
@@ -47,11 +54,7 @@ def _manifest(args, loaded, config, buttons) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agent_runtime.config import load_config
-    from agent_runtime.events import EventBus
-    from agent_runtime.runtime import Runtime
     from agent_runtime.training.decision_log import DecisionLog
-    from agent_runtime.training.expert_labeler import ExpertLabeler
 
     at_least(args, 1, "--episodes", "--max-tics")
     if not 0.0 <= args.expert_acts <= 1.0:
@@ -61,43 +64,53 @@ def run(args: argparse.Namespace) -> int:
     out = writable_dir(args.out, "--out")
     if fanout.wanted(args):  # Ray workers play and label; this process writes the data set in episode order
         return run_collect(args, out)
-    config = load_config(args.config, scenario=args.scenario, seed=args.seed)
-    with Runtime.open(config, model=args.model, threads=args.threads, seed=MODEL_SEED, adapter=args.adapter,
-                      env_seed=args.seed) as runtime:
-        env, loaded = runtime.env, runtime.loaded  # (its grammar refused a scenario with delta buttons)
+    runtime, manifest = open_runtime(args, args.threads)  # (its grammar refused a scenario with delta buttons)
+    with runtime:
         runtime.time_bounds(fixed_cost(args), announce=True)  # the fence the data plays under
-        log = DecisionLog(out, _manifest(args, loaded, config, env.buttons))
+        log = DecisionLog(out, manifest)
         try:
             if log.next_episode:
                 stderr_line(f"resuming {out}: {log.next_episode} episode(s) already collected")
-            labeler = ExpertLabeler(env.buttons, log, screen_width=env.resolution[1], words=runtime.grammar.words,
-                                    expert_acts=args.expert_acts, expert=args.labeller,
-                                    aimed=config.engine.frame_line == "aimed")
-            bus = EventBus("collect", keep=False)
-            bus.sinks.append(labeler)
             for index in range(log.next_episode, args.episodes):
-                _collect_episode(env, runtime, log, labeler, bus, index, args)
+                t0 = time.monotonic()
+                summary = collect_episode(runtime, log, index, args)
+                log.finish_episode(summary)
+                stderr_line(f"[{index + 1}/{args.episodes}] {episode_line(summary)}, {time.monotonic() - t0:.1f} s")
         finally:
             log.close()
-    print(f"{out}: {len(log.episodes)} episode(s), {sum(e['decisions'] for e in log.episodes)} decisions",
-          flush=True)
+    print_totals(out, log.episodes)
     return 0
 
 
-def _collect_episode(env, runtime, log, labeler, bus, index: int, args) -> None:
+def collect_episode(runtime, log, index: int, args) -> dict:
+    """Play episode `index`, its decisions labelled into `log` (anything with add(decision)); returns its summary."""
+    from agent_runtime.events import EventBus
     from agent_runtime.llm_episode import run_llm_episode
+    from agent_runtime.training.expert_labeler import ExpertLabeler
 
-    seed = args.seed + index
+    env, seed = runtime.env, args.seed + index
+    labeler = ExpertLabeler(env.buttons, log, screen_width=env.resolution[1], words=runtime.grammar.words,
+                            expert_acts=args.expert_acts, expert=args.labeller,
+                            aimed=runtime.config.engine.frame_line == "aimed")
     labeler.start_episode(index, seed)
-    t0 = time.monotonic()
+    bus = EventBus("collect", keep=False)
+    bus.sinks.append(labeler)  # executed commands: the expert's commands in flight
     result = run_llm_episode(env, runtime, seed=seed, agent_seed=seed, max_tics=args.max_tics,
                              fixed_cost=fixed_cost(args), bus=bus, on_decision=labeler.on_decision)
-    summary = {"episode": index, "seed": seed, "decisions": labeler.decisions,
-               "agreement": labeler.agreed / labeler.decisions if labeler.decisions else None,
-               "expert_acted": labeler.expert_acted,
-               "kills": result["kills"], "reward": result["reward"], "tics": result["tics"],
-               "actions_executed": result["actions_executed"], "actions_fenced": result["actions_fenced"]}
-    log.finish_episode(summary)
+    return {"episode": index, "seed": seed, "decisions": labeler.decisions,
+            "agreement": labeler.agreed / labeler.decisions if labeler.decisions else None,
+            "expert_acted": labeler.expert_acted,
+            "kills": result["kills"], "reward": result["reward"], "tics": result["tics"],
+            "actions_executed": result["actions_executed"], "actions_fenced": result["actions_fenced"]}
+
+
+def episode_line(summary: dict) -> str:
+    """An episode's progress line, here and on Ray."""
     agreement = "n/a" if summary["agreement"] is None else f"{summary['agreement']:.0%}"
-    stderr_line(f"[{index + 1}/{args.episodes}] {labeler.decisions} decisions, model agrees with the expert on "
-                f"{agreement}, {result['kills']} kills, {result['tics']} tics, {time.monotonic() - t0:.1f} s")
+    return (f"{summary['decisions']} decisions, model agrees with the expert on {agreement}, {summary['kills']} "
+            f"kills, {summary['tics']} tics")
+
+
+def print_totals(out, episodes: list[dict]) -> None:
+    """The closing line, here and on Ray: what the data set holds now, resumed episodes included."""
+    print(f"{out}: {len(episodes)} episode(s), {sum(e['decisions'] for e in episodes)} decisions", flush=True)

@@ -156,8 +156,8 @@ def _play_episode(player, env, seed: int, index: int, record_root: Path | None, 
     recording, end_reason, detail = None, None, None
     try:
         if record_root is not None:
-            recording = EpisodeRecording.create_mid_run(record_root, player.manifest(seed, index),
-                                                        scenario=env.scenario, index=index, guard=guard)
+            recording = EpisodeRecording.create(record_root, player.manifest(seed, index), scenario=env.scenario,
+                                                index=index, guard=guard, mid_run=True)
         result = player.play(env, seed, recording)
     except EngineDied as e:
         if signals.requested() is not None:  # Ctrl-C reaches the engine too: the stop came first
@@ -171,11 +171,8 @@ def _play_episode(player, env, seed: int, index: int, record_root: Path | None, 
         end_reason, detail = e.reason, str(e)
         e.recording_dir = recording.dir if recording is not None else None  # a Ray worker reports it
         raise
-    except RecordingStopped as e:
-        end_reason, detail = END_REASON, str(e)
-        raise
-    except Exception as e:  # anything else that ends the episode early (a full KV pool, ...)
-        end_reason, detail = "error", first_line(e)
+    except Exception as e:  # anything else that ends the episode early (--on-disk-full stop, a full KV pool, ...)
+        end_reason, detail = (END_REASON, str(e)) if isinstance(e, RecordingStopped) else ("error", first_line(e))
         raise
     finally:
         try:
@@ -231,10 +228,10 @@ class _BaselinePlayer:
 
     def play(self, env, seed: int, recording) -> dict:
         from agent_runtime.baseline_policies import make_policy, run_baseline_episode
-        from agent_runtime.recording.recorded_env import RecordedEnv
+        from agent_runtime.recording.episode_recorder import RecordedEnv
 
         policy = make_policy(self.args.policy, env.buttons, seed=seed, screen_width=env.resolution[1])
-        played = RecordedEnv(env, recording.lmp_path, recording.bus) if recording is not None else env
+        played = RecordedEnv(env, recording) if recording is not None else env
         return run_baseline_episode(played, policy, max_tics=self.args.max_tics, lag_tics=self.args.lag_tics)
 
 
@@ -275,7 +272,7 @@ class _ModelPlayer:
 
     def play(self, env, seed: int, recording) -> dict:
         from agent_runtime.llm_episode import run_llm_episode
-        from agent_runtime.recording.recorded_env import RecordedEnv
+        from agent_runtime.recording.episode_recorder import RecordedEnv
         from agent_runtime.sequential_agent import run_sequential_episode
 
         t0 = time.monotonic()
@@ -287,7 +284,7 @@ class _ModelPlayer:
             result = run_llm_episode(env, self.runtime, record_path=lmp, user_script=self.user_script, **common)
         else:
             # the executor emits action_executed/fenced on the bus; the wrapper adds the .lmp and frame_read
-            played = RecordedEnv(env, recording.lmp_path, bus, emit_actions=False) if recording is not None else env
+            played = RecordedEnv(env, recording, emit_actions=False) if recording is not None else env
             result = run_sequential_episode(played, self.runtime, think_tokens=self.think_tokens, **common)
         result.pop("reaction_samples_ms", None)
         result.update(scenario=env.scenario, policy=self.args.policy, seed=seed, model=self.loaded.model_id,

@@ -62,8 +62,6 @@ def run(args: argparse.Namespace) -> int:
         raise
     bounds: dict = {}  # the runtime's TimeBounds, once it is open: what the recordings' manifests name
     recordings = None if args.no_record else _recordings(args, config, loaded, voice, bounds)
-    if recordings is None and voice is not None:
-        voice.attach(None, None)
     try:
         result = _play(args, config, window, generation, loaded, voice, recordings, bounds)
     except RecordingStopped:  # --on-disk-full stop: the guard's line said why; the recording is closed below

@@ -43,5 +43,4 @@ def run(args: argparse.Namespace) -> int:
             print(f"video: {v['path']} ({v['frames']} frames at {v['fps']:g} fps, {v['size'][0]}x{v['size'][1]})")
         if "rerun" in result:  # describe_rerun was imported with --rerun
             print(describe_rerun(result["rerun"]))
-    same = result["rerun"]["same_actions"] if "rerun" in result else True
-    return 0 if check.ok and same else 1
+    return 0 if check.ok and result.get("rerun", {}).get("same_actions", True) else 1

@@ -58,6 +58,8 @@ def _data_sets(dirs: list[str]) -> tuple[list[dict], list[list[dict]], str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
     from agent_runtime.action_grammar import ActionGrammar
     from agent_runtime.model_loader import EMBEDDED_MODEL_ID, load_for_cpu
     from agent_runtime.training.command_scores import Candidates
@@ -70,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     manifests, decisions, data_hash = _data_sets(args.data)
     engine = _view_settings(manifests, args.data)
     out = Path(args.out)
-    writable_dir(str(out.parent if str(out.parent) else "."), "--out")
+    writable_dir(str(out.parent), "--out")
     spec = args.model or (manifests[0]["model_id"] if manifests[0]["model_id"] != EMBEDDED_MODEL_ID else None)
     loaded = load_for_cpu(spec, dtype="float32", threads=args.threads, warn=False)  # training needs float32
     if loaded.base_weight_hash != manifests[0]["model_weight_hash"]:
@@ -93,11 +95,9 @@ def run(args: argparse.Namespace) -> int:
     stderr_line(f"{len(train_set)} training and {len(test_set)} held-out decisions; held-out accuracy untrained "
                 f"{before['accuracy']:.1%}")
     t0 = time.monotonic()
-    progress = _progress_bar(settings.steps)
-    try:
-        history = train(model, train_set, test_set, candidates, settings, pad_id=pad, progress=progress)
-    finally:  # a stop (SIGINT) or an error mid-training: end the bar's line, so the next line is a line of its own
-        progress.close()
+    # closed on a stop (SIGINT) or an error mid-training too: the next line is a line of its own
+    with tqdm(total=settings.steps, desc="train", file=sys.stderr, dynamic_ncols=True, mininterval=1.0) as bar:
+        history = train(model, train_set, test_set, candidates, settings, pad_id=pad, progress=_progress(bar))
     after = history.final or evaluate(model, test_set, candidates, batch=settings.batch, pad_id=pad)
     curves = {k: v for k, v in asdict(history).items() if k != "final"}
     manifest = {
@@ -135,10 +135,8 @@ def _view_settings(manifests: list[dict], data: list[str]) -> dict:
     return settings[0]
 
 
-def _progress_bar(steps: int):
-    from tqdm import tqdm
-
-    bar = tqdm(total=steps, desc="train", file=sys.stderr, dynamic_ncols=True, mininterval=1.0)
+def _progress(bar):
+    """The trainer's progress callback: the loss, and the last held-out accuracy, on the bar."""
     state = {"acc": None}
 
     def update(step: int, loss: float, accuracy: float | None) -> None:
@@ -147,29 +145,25 @@ def _progress_bar(steps: int):
         bar.set_postfix(loss=f"{loss:.3f}", held_out="n/a" if state["acc"] is None else f"{state['acc']:.1%}")
         bar.update(1)
 
-    update.close = bar.close
     return update
 
 
 def _write_adapter(model, out: Path, manifest: dict) -> None:
+    import torch
+    from safetensors.torch import load_file, save_file
+
     tmp = out.with_name(out.name + f".tmp{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     model.save_pretrained(str(tmp))
-    _halve(tmp / "adapter_model.safetensors")
+    # the LoRA matrices in float16: half the bytes (a shipped adapter stays under 5 MB), and merging them at load
+    # differs from float32 by ~1e-3 of each update; peft casts them back on load
+    weights = tmp / "adapter_model.safetensors"
+    save_file({k: v.to(torch.float16) if v.is_floating_point() else v for k, v in load_file(weights).items()},
+              weights, metadata={"format": "pt"})
     (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
     _plot(manifest["history"], tmp / "training.png", manifest)
     shutil.rmtree(out, ignore_errors=True)
     os.replace(tmp, out)
-
-
-def _halve(weights: Path) -> None:
-    """Store the LoRA matrices in float16: half the bytes (a shipped adapter stays under 5 MB), and merging
-    them at load differs from float32 by ~1e-3 of each update; peft casts them back on load."""
-    import torch
-    from safetensors.torch import load_file, save_file
-
-    tensors = {k: v.to(torch.float16) if v.is_floating_point() else v for k, v in load_file(weights).items()}
-    save_file(tensors, weights, metadata={"format": "pt"})
 
 
 def _plot(history: dict, path: Path, manifest: dict) -> None:

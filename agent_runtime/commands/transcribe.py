@@ -25,8 +25,7 @@ def run(args: argparse.Namespace) -> int:
     samples = load_audio_16k(args.file)
     if samples.size < BLOCK_FRAMES:
         raise UserError(f"{args.file} is too short to transcribe ({samples.size} samples at 16 kHz; need 32 ms)")
-    pipeline = ListeningPipeline()
-    for frame in pipeline.run(samples, BLOCK_FRAMES):
+    for frame in ListeningPipeline().run(samples, BLOCK_FRAMES):
         if not isinstance(frame, Hypothesis) or (args.finals_only and not frame.final):
             continue
         if args.json:

@@ -8,56 +8,34 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from types import SimpleNamespace
 
 from agent_runtime.fanout.outcome import Task, plain_args
 from agent_runtime.notices import stderr_line
 
 
-class _EpisodeDecisions(list):
-    """The part of DecisionLog a labeller and one collected episode use (add, finish_episode), in memory."""
-
-    add = list.append
-
-    def finish_episode(self, summary: dict) -> None:
-        self.summary = summary
-
-
 class CollectJob:
-    """What a `collect` worker holds: the model, one engine, the runtime, the labeller and its event bus."""
+    """What a `collect` worker holds: the runtime (the model, loaded once, and one engine)."""
 
     def __init__(self, args: argparse.Namespace):
-        self.args = plain_args(args)
-        self.env = self.runtime = self.labeler = self.bus = None
+        self.args, self.runtime = plain_args(args), None
 
     def setup(self, threads: int) -> dict:
         from agent_runtime.commands import collect
-        from agent_runtime.config import load_config
-        from agent_runtime.events import EventBus
         from agent_runtime.fanout.episode_worker import decide_once
-        from agent_runtime.runtime import Runtime
-        from agent_runtime.training.expert_labeler import ExpertLabeler
 
-        a = self.args
-        config = load_config(a.config, scenario=a.scenario, seed=a.seed)
         decide_once(threads)
-        self.runtime = Runtime.open(config, model=a.model, threads=threads, seed=collect.MODEL_SEED, adapter=a.adapter,
-                                    env_seed=a.seed, announce=False)
-        self.env, loaded = self.runtime.env, self.runtime.loaded
-        self.labeler = ExpertLabeler(self.env.buttons, _EpisodeDecisions(), screen_width=self.env.resolution[1],
-                                     words=self.runtime.grammar.words, expert_acts=self.args.expert_acts,
-                                     expert=self.args.labeller, aimed=config.engine.frame_line == "aimed")
-        self.bus = EventBus("collect", keep=False)
-        self.bus.sinks.append(self.labeler)
-        return {"model": loaded.model_id, "cpu_path": loaded.cpu.name,
-                "_manifest": collect._manifest(a, loaded, config, self.env.buttons)}
+        self.runtime, manifest = collect.open_runtime(self.args, threads, announce=False)
+        loaded = self.runtime.loaded
+        return {"model": loaded.model_id, "cpu_path": loaded.cpu.name, "_manifest": manifest}
 
     def play(self, task: Task) -> dict:
+        """The episode's decisions, kept here, and its summary; the driver writes them."""
         from agent_runtime.commands import collect
 
-        episode = _EpisodeDecisions()
-        self.labeler.log = episode
-        collect._collect_episode(self.env, self.runtime, episode, self.labeler, self.bus, task.key, self.args)
-        return {"decisions": list(episode), "summary": episode.summary}
+        decisions: list = []
+        summary = collect.collect_episode(self.runtime, SimpleNamespace(add=decisions.append), task.key, self.args)
+        return {"decisions": decisions, "summary": summary}
 
 
 class _OrderedWriter:
@@ -75,12 +53,11 @@ class _OrderedWriter:
             self.log = DecisionLog(self.out, worker.info["_manifest"])
 
     def __call__(self, task: Task, outcome, worker) -> None:
+        from agent_runtime.commands.collect import episode_line
+
         self.done += 1
-        summary = outcome.result["summary"]
-        agreement = "n/a" if summary["agreement"] is None else f"{summary['agreement']:.0%}"
-        stderr_line(f"[{self.done}/{self.total}] episode {task.key} ({worker.name()}): {summary['decisions']} "
-                    f"decisions, model agrees with the expert on {agreement}, {summary['kills']} kills, "
-                    f"{summary['tics']} tics")
+        stderr_line(f"[{self.done}/{self.total}] episode {task.key} ({worker.name()}): "
+                    f"{episode_line(outcome.result['summary'])}")
         self.waiting[task.key] = outcome.result
         while self.next in self.waiting:
             episode = self.waiting.pop(self.next)
@@ -92,11 +69,12 @@ class _OrderedWriter:
 
 def run_collect(args: argparse.Namespace, out: Path) -> int:
     """Exit 1 when an episode was lost (the ones after it are not written: run again to resume)."""
+    from agent_runtime.commands.collect import print_totals
     from agent_runtime.fanout.worker_pool import run_on_ray
-    from agent_runtime.training.decision_log import EPISODES, _read_lines
+    from agent_runtime.training.decision_log import read_episodes
 
     # the resume point, read as DecisionLog reads it; the manifest is checked once a worker has loaded the model
-    first = len(_read_lines(out / EPISODES))
+    first = len(read_episodes(out))
     if first:
         stderr_line(f"resuming {out}: {first} episode(s) already collected")
     tasks = [Task(i, None, f"episode {i}") for i in range(first, args.episodes)]
@@ -111,6 +89,5 @@ def run_collect(args: argparse.Namespace, out: Path) -> int:
     if lost:
         stderr_line(f"agent-runtime collect: {out} holds episodes up to {writer.next - 1}; run it again to collect "
                     "the rest")
-    written = writer.log.episodes if writer.log is not None else _read_lines(out / EPISODES)
-    print(f"{out}: {len(written)} episode(s), {sum(e['decisions'] for e in written)} decisions", flush=True)
+    print_totals(out, writer.log.episodes if writer.log is not None else read_episodes(out))
     return 1 if lost else 0

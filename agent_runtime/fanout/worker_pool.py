@@ -1,6 +1,6 @@
 """The driver's side: N worker actors, tasks handed to whichever is free, outcomes streamed as episodes end.
 
-An episode whose worker or engine died is named on stderr and played again once elsewhere (task_queue.py); a dead
+An episode whose worker or engine died is named on stderr and played again once elsewhere (TaskQueue); a dead
 worker is replaced. SIGINT/SIGTERM asks every worker to stop and close its recording, then ends the actors.
 """
 
@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -17,12 +18,53 @@ from agent_runtime.errors import UserError
 from agent_runtime.fanout.episode_worker import EpisodeWorker
 from agent_runtime.fanout.outcome import ENGINE_DIED, ERROR, INTERRUPTED, OK, RUN_STOPPED, USER_ERROR, Outcome, Task
 from agent_runtime.fanout.ray_cluster import Cluster, connect
-from agent_runtime.fanout.task_queue import Attempt, TaskQueue
 from agent_runtime.notices import stderr_line
 
 WAIT_S = 0.2  # how often the driver looks at signals while it waits
 STOP_TIMEOUT_S = 15.0  # how long stopped workers get to close their recordings
 ENV_PASSED = ("DOOM_AGENT_CPU", "ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA")  # the CPU-path overrides
+MAX_ATTEMPTS = 2  # the first try and one retry
+
+
+@dataclass
+class Attempt:
+    task: Task
+    number: int = 1  # 1: first try, 2: the retry
+    avoid_worker: int | None = None  # the worker it failed on
+
+
+class TaskQueue:
+    """Which episode a free worker plays next, in the given order, and the retry rule: an episode whose worker
+    failed is played once more, first (a lost worker delays it least), by another worker when there is one; a
+    second failure loses it."""
+
+    def __init__(self, tasks: list[Task]):
+        self._pending: deque[Attempt] = deque(Attempt(t) for t in tasks)
+        self.lost: list[tuple[Task, str]] = []
+
+    def __bool__(self) -> bool:
+        return bool(self._pending)
+
+    def next_for(self, worker_id: int, *, others_alive: bool) -> Attempt | None:
+        """The first attempt this worker may play; one that failed on it only when no other worker lives."""
+        for attempt in self._pending:
+            if attempt.avoid_worker != worker_id or not others_alive:
+                self._pending.remove(attempt)
+                return attempt
+        return None
+
+    def failed(self, attempt: Attempt, worker_id: int, reason: str) -> bool:
+        """Requeue the attempt for one retry elsewhere (True), or count the task lost (False)."""
+        if attempt.number < MAX_ATTEMPTS:
+            self._pending.appendleft(Attempt(attempt.task, attempt.number + 1, avoid_worker=worker_id))
+            return True
+        self.lost.append((attempt.task, reason))
+        return False
+
+    def drop_all(self, reason: str) -> None:
+        """No worker is left to play what is pending: it is all lost."""
+        while self._pending:
+            self.lost.append((self._pending.popleft().task, reason))
 
 
 class WorkerError(RuntimeError):

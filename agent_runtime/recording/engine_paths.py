@@ -45,9 +45,7 @@ def engine_readable_lmp(path: str | Path) -> Iterator[Path]:
         return
     staging = short_temp_dir(path)
     try:
-        copy = staging / "episode.lmp"
-        shutil.copyfile(path, copy)
-        yield copy
+        yield shutil.copyfile(path, staging / "episode.lmp")
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 

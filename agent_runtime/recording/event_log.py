@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -29,9 +28,7 @@ _FIELDS: dict[str, tuple] = {
 
 def _jsonable(value: Any) -> Any:
     """Payloads may carry numpy scalars/arrays, paths or tuples; store what JSON can hold."""
-    if hasattr(value, "item") and getattr(value, "ndim", 0) == 0:
-        return value.item()
-    if hasattr(value, "tolist"):
+    if hasattr(value, "tolist"):  # numpy and torch, scalars included
         return value.tolist()
     if isinstance(value, (set, frozenset)):
         return sorted(value, key=str)
@@ -49,8 +46,8 @@ def _finite(value: Any) -> Any:
     return value
 
 
-def encode_event(event: Event | Mapping[str, Any]) -> str:
-    data = event.to_dict() if isinstance(event, Event) else dict(event)
+def encode_event(event: Event) -> str:
+    data = event.to_dict()
     try:
         return json.dumps(data, separators=(",", ":"), allow_nan=False, default=_jsonable)
     except ValueError:  # NaN or inf somewhere
@@ -62,15 +59,10 @@ class EventLogWriter(GuardedFile):
 
     def __init__(self, path: str | Path, *, guard: WriteGuard | None = None):
         super().__init__(path, "ab", "event log", guard)
-        self.n_written = 0
 
-    def write(self, event: Event | Mapping[str, Any]) -> None:
+    def write(self, event: Event) -> None:
         line = (encode_event(event) + "\n").encode("utf-8")
-        self._guarded(lambda: self._append(line))
-
-    def _append(self, line: bytes) -> None:
-        self._write_all(line)
-        self.n_written += 1
+        self._guarded(lambda: self._write_all(line))
 
 
 def _decode_line(raw: bytes) -> Event | str:
@@ -107,13 +99,11 @@ def parse_event_log(data: bytes, source: str = EVENTS_FILE) -> tuple[list[Event]
         result = _decode_line(raw)
         if isinstance(result, Event):
             events.append(result)
-            continue
-        is_cut_short = number == len(lines) and not complete_last
-        if is_cut_short or (number == len(lines) and not raw.strip(b"\x00")):
+        elif number == len(lines) and (not complete_last or not raw.strip(b"\x00")):  # cut short, or zeros
             problems.append(f"{source}: line {number} is truncated ({result}); ignored it, "
                             f"the process was probably stopped while writing it")
-            continue
-        raise UserError(f"{source}: line {number} is corrupt: {result}")
+        else:
+            raise UserError(f"{source}: line {number} is corrupt: {result}")
     return events, problems
 
 

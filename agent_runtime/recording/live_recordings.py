@@ -43,8 +43,8 @@ class LiveRecordings:
     def start(self, index: int) -> None:
         """Open episode `index`'s recording; events and voice audio go to it from now on. The first one must open
         (UserError: nothing was played yet); a later one that cannot (a full disk) leaves the episode unrecorded."""
-        create = EpisodeRecording.create if index == 0 else EpisodeRecording.create_mid_run
-        recording = create(self.root, self.manifest_for(index), scenario=self.scenario, index=index, guard=self.guard)
+        recording = EpisodeRecording.create(self.root, self.manifest_for(index), scenario=self.scenario, index=index,
+                                            guard=self.guard, mid_run=index > 0)
         self._previous, self.current = self.current, recording
         if self.voice is not None:
             self.voice.attach(self.bus, recording)  # an EpisodeRecording writes its own audio (wav())

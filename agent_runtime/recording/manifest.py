@@ -23,8 +23,8 @@ MANIFEST_FILE = "manifest.json"
 PACKAGES = ("vizdoom", "torch", "transformers", "numpy")
 REQUIRED_FIELDS = {"scenario": str, "clock": str, "config": dict, "seeds": dict, "packages": dict, "created": str}
 # optional manifest fields -> (type, how an error names it); null is always allowed
-OPTIONAL_FIELDS = {"model_id": (str, "a string"), "model_weight_hash": (str, "a string"), "threads": (int, "an integer"),
-                   "lmp": (dict, "an object")}
+OPTIONAL_FIELDS = {"model_id": (str, "a string"), "model_weight_hash": (str, "a string"),
+                   "threads": (int, "an integer"), "lmp": (dict, "an object"), "extra": (dict, "an object")}
 
 
 def package_versions() -> dict[str, str | None]:
@@ -77,15 +77,13 @@ class Manifest:
 
     @classmethod
     def build(cls, config: Any, *, model_id: str | None = None, model_weight_hash: str | None = None,
-              seeds: dict[str, Any] | None = None, threads: int | None = None, **extra: Any) -> Manifest:
-        """From a RunConfig (or its model_dump()) plus what only the running engine knows."""
+              seeds: dict[str, Any] | None = None, **extra: Any) -> Manifest:
+        """From a RunConfig (or its model_dump()) plus what only the running engine knows (threads: config.model's)."""
         data = config.model_dump() if hasattr(config, "model_dump") else dict(config)
-        if threads is None:
-            threads = (data.get("model") or {}).get("threads")
         return cls(
             scenario=str(data.get("scenario", "")), clock=str(data.get("clock", "sync")), config=data,
-            model_id=model_id, model_weight_hash=model_weight_hash,
-            seeds=dict(seeds) if seeds is not None else {"run": data.get("seed")}, threads=threads, extra=extra,
+            model_id=model_id, model_weight_hash=model_weight_hash, threads=(data.get("model") or {}).get("threads"),
+            seeds=dict(seeds) if seeds is not None else {"run": data.get("seed")}, extra=extra,
         )
 
     def write(self, path: str | Path) -> None:
@@ -117,7 +115,5 @@ class Manifest:
             value = data.get(key)
             if value is not None and (not isinstance(value, kind) or isinstance(value, bool)):
                 raise UserError(f"{path}: '{key}' must be {what} or null")
-        extra = data.get("extra") or {}
-        if not isinstance(extra, dict):
-            raise UserError(f"{path}: 'extra' must be an object")
-        return cls(**{f.name: data.get(f.name) for f in fields(cls) if f.name != "extra"}, extra=extra)
+        data["extra"] = data.get("extra") or {}
+        return cls(**{f.name: data.get(f.name) for f in fields(cls)})

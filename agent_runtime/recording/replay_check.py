@@ -61,11 +61,8 @@ def replayed_frames(recording: Recording) -> Iterator[Iterator]:
     except Exception as e:  # the engine's own errors: a broken .cfg or WAD
         raise UserError(f"ViZDoom could not start scenario '{scenario}' for {recording.lmp_path}: "
                         f"{first_line(e)}") from None
-    try:
-        with engine_readable_lmp(recording.lmp_path) as lmp:
-            yield _guarded(env.replay(lmp), recording)
-    finally:
-        env.close()
+    with env, engine_readable_lmp(recording.lmp_path) as lmp:
+        yield _guarded(env.replay(lmp), recording)
 
 
 def _guarded(frames: Iterator, recording: Recording) -> Iterator:
@@ -124,23 +121,22 @@ def check_replay(recording: Recording) -> ReplayReport:
     if not expected:
         report.notes.append("no frame_read events with a tic and a screen_hash: nothing to compare")
     last_tic = max(expected, default=-1)
-    seen: set[int] = set()
     with replayed_frames(recording) as frames:
         for frame in frames:
             signals.check()  # SIGINT/SIGTERM: stop between two frames
             report.n_frames_replayed += 1
-            if frame.tic in expected and frame.tic not in seen:
-                seen.add(frame.tic)
-                replayed = screen_hash(frame.screen)
-                for seq, recorded in expected[frame.tic]:
-                    report.n_checked += 1
-                    if recorded != replayed:
-                        report.n_mismatched += 1
-                        if report.first_mismatch is None:
-                            report.first_mismatch = {"tic": frame.tic, "seq": seq, "recorded": recorded, "replayed": replayed}
+            checks = expected.pop(frame.tic, ())  # what is left in `expected` at the end is missing
+            replayed = screen_hash(frame.screen) if checks else None
+            for seq, recorded in checks:
+                report.n_checked += 1
+                if recorded != replayed:
+                    report.n_mismatched += 1
+                    if report.first_mismatch is None:
+                        report.first_mismatch = {"tic": frame.tic, "seq": seq, "recorded": recorded,
+                                                 "replayed": replayed}
             if frame.tic >= last_tic:
                 break
-    report.n_missing = sum(len(v) for tic, v in expected.items() if tic not in seen)
+    report.n_missing = sum(map(len, expected.values()))
     if report.n_checked and report.n_mismatched == report.n_checked:
         report.notes.append("every frame differs: the .lmp may come from another scenario, resolution or episode")
     return report

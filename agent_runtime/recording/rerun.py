@@ -17,20 +17,18 @@ from agent_runtime.events import Event, EventBus, Kind
 from agent_runtime.recording.manifest import MANIFEST_FILE
 from agent_runtime.recording.recording import Recording
 
-RERUNNABLE_POLICIES = ("llm",)
 
-
-def recorded_actions(events: list[Event]) -> list[tuple[str, int]]:
-    """(command, frame_tic) of every action_emitted event, in order."""
-    return [(e.payload.get("command"), e.payload.get("frame_tic")) for e in events if e.kind == Kind.ACTION_EMITTED]
+def _played(events: list[Event]) -> tuple[list[dict], list[tuple]]:
+    """Every action_emitted's {command, frame_tic} and every frame_read's (tic, screen_hash), in order."""
+    return ([{"command": e.payload.get("command"), "frame_tic": e.payload.get("frame_tic")}
+             for e in events if e.kind == Kind.ACTION_EMITTED],
+            [(e.tic, e.payload.get("screen_hash")) for e in events if e.kind == Kind.FRAME_READ])
 
 
 def recorded_step_costs(events: list[Event], source: str) -> list[float]:
     """cost_ms of the clock_advance events, which must run 0, 1, 2, ... without gaps."""
     costs: list[float] = []
-    for e in events:
-        if e.kind != "clock_advance":
-            continue
+    for e in (e for e in events if e.kind == "clock_advance"):
         step, cost = e.payload.get("step"), e.payload.get("cost_ms")
         if step != len(costs) or not isinstance(cost, (int, float)) or isinstance(cost, bool):
             raise UserError(f"{source}: clock_advance event seq {e.seq} is out of order or has no cost_ms "
@@ -57,11 +55,8 @@ def with_legacy_engine(config: dict) -> dict:
 
 def first_divergence(recorded: list, rerun: list) -> dict[str, Any] | None:
     """{index, recorded, rerun} of the first differing action (None past the end), or None when equal."""
-    for index, (a, b) in enumerate(zip_longest(recorded, rerun)):
-        if a != b:
-            as_dict = (lambda x: None if x is None else {"command": x[0], "frame_tic": x[1]})
-            return {"index": index, "recorded": as_dict(a), "rerun": as_dict(b)}
-    return None
+    return next(({"index": index, "recorded": a, "rerun": b}
+                 for index, (a, b) in enumerate(zip_longest(recorded, rerun)) if a != b), None)
 
 
 def rerun_recording(directory: str | Path | Recording) -> dict[str, Any]:
@@ -75,9 +70,9 @@ def rerun_recording(directory: str | Path | Recording) -> dict[str, Any]:
     recording = directory if isinstance(directory, Recording) else Recording.open(directory)
     manifest, source = recording.manifest, str(recording.dir / MANIFEST_FILE)
     policy = manifest.extra.get("policy")
-    if policy not in RERUNNABLE_POLICIES:
+    if policy != "llm":
         raise UserError(f"{source}: policy {policy!r} cannot be re-run; --rerun replays recordings of the "
-                        f"{', '.join(RERUNNABLE_POLICIES)} policy made by `agent-runtime episode`")
+                        "llm policy made by `agent-runtime episode`")
     try:
         config = RunConfig.model_validate(with_legacy_engine(manifest.config))
     except ValidationError as e:
@@ -95,10 +90,8 @@ def rerun_recording(directory: str | Path | Recording) -> dict[str, Any]:
         bus, threads, n_user_inputs = _play_again(recording, config, costs, env_seed, agent_seed, fixed_cost, source)
     finally:
         torch.set_num_threads(previous_threads)  # a library call leaves the process's thread count as it was
-    recorded, rerun = recorded_actions(events), recorded_actions(bus.events)
+    (recorded, recorded_frames), (rerun, rerun_frames) = _played(events), _played(bus.events)
     divergence = first_divergence(recorded, rerun)
-    recorded_frames = [(e.tic, e.payload.get("screen_hash")) for e in events if e.kind == Kind.FRAME_READ]
-    rerun_frames = [(e.tic, e.payload.get("screen_hash")) for e in bus.events if e.kind == Kind.FRAME_READ]
     return {
         "same_actions": divergence is None,
         "n_actions": len(recorded),
@@ -129,7 +122,6 @@ def _play_again(recording: Recording, config, costs: list[float], env_seed: int,
     loaded = load_for_cpu(spec, dtype=config.model.dtype, threads=manifest.threads or config.model.threads or 1,
                           seed=int(manifest.seeds.get("model", 0)), announce=False, warn=False,
                           adapter=config.model.adapter if manifest.extra.get("adapter") else None)
-    threads = loaded.cpu.threads
     if manifest.model_weight_hash is not None and loaded.weight_hash != manifest.model_weight_hash:
         raise UserError(
             f"model {manifest.model_id} has weight hash {loaded.weight_hash}, but the recording was made with "
@@ -139,15 +131,14 @@ def _play_again(recording: Recording, config, costs: list[float], env_seed: int,
     try:
         runtime = Runtime.open(config, loaded=loaded, env_seed=env_seed)
     except Exception as e:  # an unknown scenario, a broken .cfg or WAD
-        raise UserError(f"{source}: cannot start scenario {config.scenario}: "
-                        f"{first_line(e)}") from None
+        raise UserError(f"{source}: cannot start scenario {config.scenario}: {first_line(e)}") from None
     with runtime:
         user_script = user_script_from_events(recording.events, runtime.grammar)
         max_tics = manifest.extra.get("max_tics")
         run_llm_episode(runtime.env, runtime, seed=env_seed, agent_seed=agent_seed, fixed_cost=fixed_cost, bus=bus,
                         max_tics=max_tics if isinstance(max_tics, int) else None, replay_costs=costs,
                         user_script=user_script or None)
-    return bus, threads, len(user_script)
+    return bus, loaded.cpu.threads, len(user_script)
 
 
 def describe_rerun(result: dict[str, Any]) -> str:

@@ -51,20 +51,12 @@ class TimedEvent:
 def session_times(events: Sequence[Event]) -> list[TimedEvent]:
     """Events in seq order with their session time in seconds (see the module docstring)."""
     ordered = sorted(events, key=lambda e: e.seq)
-    if not ordered:
-        return []
-    first_mono = ordered[0].t_mono
-    anchor: tuple[float, float] | None = None  # (sim_ms, t_mono) of the last event with sim_ms
+    anchor = (0.0, ordered[0].t_mono if ordered else 0.0)  # (seconds, t_mono) of the last event with sim_ms
     timed = []
     for e in ordered:
         if e.sim_ms is not None:
-            anchor = (float(e.sim_ms), e.t_mono)
-            t = float(e.sim_ms) / 1000.0
-        elif anchor is not None:
-            t = anchor[0] / 1000.0 + (e.t_mono - anchor[1])
-        else:
-            t = e.t_mono - first_mono
-        timed.append(TimedEvent(t, e))
+            anchor = (e.sim_ms / 1000.0, e.t_mono)
+        timed.append(TimedEvent(anchor[0] + (e.t_mono - anchor[1]), e))
     return timed
 
 
@@ -106,13 +98,6 @@ def _style_of(event: Event) -> tuple[str, str, str, str] | None:
     return style
 
 
-def lanes_in_use(events: Iterable[Event]) -> tuple[str, ...]:
-    """The lanes the whole recording has events in (all of them for an empty one): a headless run shows no
-    empty TTS/playback lanes, and every stretch of one recording gets the same lanes."""
-    used = {style[0] for style in map(_style_of, events) if style is not None}
-    return tuple(lane for lane in LANES if lane in used) or LANES
-
-
 def render_timeline(events: Iterable[Event], out_png: str | Path, *, from_s: float | None = None,
                     to_s: float | None = None, title: str | None = None) -> dict:
     """Draw the [from_s, to_s] stretch (defaults: the whole recording) to out_png; returns what was drawn."""
@@ -122,16 +107,23 @@ def render_timeline(events: Iterable[Event], out_png: str | Path, *, from_s: flo
     import matplotlib.pyplot as plt
 
     timed = session_times(list(events))
-    lo, hi = _time_range(timed, from_s, to_s)
+    all_t = [te.t for te in timed] or [0.0]
+    lo = min(all_t) if from_s is None else float(from_s)
+    hi = max(all_t) if to_s is None else float(to_s)
+    if hi < lo:
+        raise UserError(f"empty time range: --from {lo:g} is after --to {hi:g}")
+    hi = lo + 1.0 if hi == lo else hi
     shown = [te for te in timed if lo <= te.t <= hi]
-    lanes = lanes_in_use(te.event for te in timed)
+    # the lanes the whole recording has events in (all for an empty one): a headless run shows no empty
+    # TTS/playback lanes, and every stretch of one recording gets the same lanes
+    in_use = {style[0] for style in map(_style_of, (te.event for te in timed)) if style is not None}
+    lanes = tuple(lane for lane in LANES if lane in in_use) or LANES
     lane_y = {lane: len(lanes) - 1 - i for i, lane in enumerate(lanes)}
 
     fig, ax = plt.subplots(figsize=(14, 2.0 + 0.65 * len(lanes)), dpi=110)
     for lane, y in lane_y.items():
         ax.axhline(y, color="0.92", lw=8, zorder=0)
-    end = max([te.t for te in timed] or [0.0])
-    for start, stop in _playback_spans(timed, end):  # playback as bars (start..stop), clipped to the window
+    for start, stop in _playback_spans(timed, max(all_t)):  # playback as bars (start..stop), clipped to the window
         if stop >= lo and start <= hi and "playback" in lane_y:
             ax.broken_barh([(max(start, lo), min(stop, hi) - max(start, lo))], (lane_y["playback"] - 0.18, 0.36),
                            color="tab:green", alpha=0.35, zorder=1)
@@ -149,15 +141,6 @@ def render_timeline(events: Iterable[Event], out_png: str | Path, *, from_s: flo
     finally:
         plt.close(fig)
     return {"path": str(out), "from_s": lo, "to_s": hi, "n_events": len(shown), "n_generation_bumps": n_bumps}
-
-
-def _time_range(timed, from_s, to_s) -> tuple[float, float]:
-    all_t = [te.t for te in timed] or [0.0]
-    lo = min(all_t) if from_s is None else float(from_s)
-    hi = max(all_t) if to_s is None else float(to_s)
-    if hi < lo:
-        raise UserError(f"empty time range: --from {lo:g} is after --to {hi:g}")
-    return lo, (lo + 1.0 if hi == lo else hi)
 
 
 def _draw_events(ax, shown, lane_y: dict) -> dict[str, tuple]:
@@ -192,16 +175,14 @@ def _draw_bumps(ax, timed, shown, lo: float, *, top: float) -> int:
     """Every interruption as a vertical line through all lanes, numbered at the top; returns how many."""
     generation_at_start = next((te.event.generation for te in reversed(timed) if te.t < lo), 0)
     ax.text(lo, top + 0.15, f"gen {generation_at_start}", fontsize=8, color="tab:red", ha="left", va="bottom")
-    n_bumps = 0
-    for te in shown:
-        if te.event.kind == Kind.GENERATION_BUMP:
-            n_bumps += 1
-            gen = te.event.payload.get("to", te.event.payload.get("generation", te.event.generation))
-            reason = te.event.payload.get("reason", "")
-            ax.axvline(te.t, color="tab:red", lw=1.2, ls="--", zorder=2)
-            ax.text(te.t, top + 0.15, f"gen {gen}" + (f" ({_short(str(reason))})" if reason else ""),
-                    fontsize=8, color="tab:red", ha="center", va="bottom", rotation=0)
-    return n_bumps
+    bumps = [te for te in shown if te.event.kind == Kind.GENERATION_BUMP]
+    for te in bumps:
+        gen = te.event.payload.get("to", te.event.payload.get("generation", te.event.generation))
+        reason = te.event.payload.get("reason", "")
+        ax.axvline(te.t, color="tab:red", lw=1.2, ls="--", zorder=2)
+        ax.text(te.t, top + 0.15, f"gen {gen}" + (f" ({_short(str(reason))})" if reason else ""),
+                fontsize=8, color="tab:red", ha="center", va="bottom", rotation=0)
+    return len(bumps)
 
 
 def _finish_axes(ax, lanes, lane_y, shown, lo: float, hi: float, title, used: dict) -> None:

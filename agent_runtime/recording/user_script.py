@@ -42,9 +42,7 @@ def parse_user_text_args(values: Iterable[str] | None) -> dict[int, str]:
 def user_script_from_events(events: Iterable[Event], grammar: ActionGrammar) -> UserScript:
     """The recorded user_input events as the script that replays them (the recorded command text wins)."""
     script: UserScript = {}
-    for event in events:
-        if event.kind != "user_input":
-            continue
+    for event in (e for e in events if e.kind == "user_input"):
         step, text = event.payload.get("step"), event.payload.get("text")
         if not isinstance(step, int) or not isinstance(text, str):
             raise UserError(f"user_input event seq {event.seq} has no integer 'step' and string 'text'; "

@@ -18,8 +18,6 @@ class WavWriter(GuardedFile):
     """16-bit PCM, interleaved channels. write() takes int16, or float in [-1, 1] (clipped)."""
 
     def __init__(self, path: str | Path, rate: int, channels: int = 1, *, guard: WriteGuard | None = None):
-        if rate < 1 or channels < 1:
-            raise ValueError("rate and channels must be >= 1")
         super().__init__(path, "wb", "audio file", guard)
         self.rate = int(rate)
         self.channels = int(channels)
@@ -33,10 +31,7 @@ class WavWriter(GuardedFile):
 
     def write(self, samples: np.ndarray) -> None:
         x = np.asarray(samples)
-        if x.dtype.kind == "f":
-            x = np.round(np.clip(x, -1.0, 1.0) * 32767.0).astype("<i2")
-        else:
-            x = x.astype("<i2", copy=False)
+        x = (np.round(np.clip(x, -1.0, 1.0) * 32767.0) if x.dtype.kind == "f" else x).astype("<i2", copy=False)
         if x.ndim == 1 and self.channels > 1:
             raise ValueError(f"expected shape (frames, {self.channels}) for {self.channels} channels")
         if x.ndim == 2 and x.shape[1] != self.channels:

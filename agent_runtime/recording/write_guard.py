@@ -11,28 +11,25 @@ import errno
 import os
 import threading
 from collections.abc import Callable
+from contextlib import suppress
 from pathlib import Path
 
 from agent_runtime import signals
 from agent_runtime.errors import UserError, first_line
 from agent_runtime.notices import Notify, stderr_line
 
-ON_DISK_FULL = ("continue", "stop")
 END_REASON = "write_failed"  # a recording's manifest extra.end_reason once its writes stopped
 
 
 class RecordingStopped(Exception):
-    """`--on-disk-full stop`: the run ended because its recording could not be written; exit code 1."""
-
-    exit_code = 1
+    """`--on-disk-full stop`: the run ended because its recording could not be written; the command exits 1."""
 
 
 class WriteGuard:
     """Shared by every recording of one run: the first write failure stops them all (thread-safe)."""
 
     def __init__(self, policy: str = "continue", notify: Notify | None = None):
-        if policy not in ON_DISK_FULL:
-            raise ValueError(f"on-disk-full policy must be one of {ON_DISK_FULL}, not {policy!r}")
+        """policy: --on-disk-full's "continue" or "stop" (argparse checked it)."""
         self.policy = policy
         self.notify = notify or stderr_line
         self.error: str | None = None  # "cannot write PATH: REASON", once a write failed
@@ -61,11 +58,12 @@ class WriteGuard:
 
 class GuardedFile:
     """A recorded file, unbuffered (a failed write leaves nothing behind to be flushed later); its first failed
-    write goes to the guard and ends the file there. No guard: the write raises. Thread-safe."""
+    write goes to the guard (default: its own, "continue") and ends the file there. Thread-safe."""
 
     def __init__(self, path: str | Path, mode: str, what: str, guard: WriteGuard | None = None):
         self.path = Path(path)
-        self.guard = guard
+        self.guard = guard or WriteGuard()
+        self.n_written = 0  # the writes that went through whole
         self._lock = threading.Lock()
         try:
             self._file = open(self.path, mode, buffering=0)
@@ -82,21 +80,18 @@ class GuardedFile:
         """write() under the lock, unless the file is closed or the recording stopped (emitted during shutdown or
         after a failed write: dropped)."""
         with self._lock:
-            if self._file.closed or (self.guard is not None and self.guard.failed):
+            if self._file.closed or self.guard.failed:
                 return
             try:
                 write()
+                self.n_written += 1
             except OSError as e:
-                if self.guard is None:
-                    raise
                 self.guard.report(self.path, e)  # what a cut-short write left stays; nothing more is written
 
     def close(self) -> None:
         """fsync and close; a full disk leaves what was written."""
         with self._lock:
             if not self._file.closed:
-                try:
+                with suppress(OSError):
                     os.fsync(self._file.fileno())
-                except OSError:
-                    pass
                 self._file.close()

@@ -23,12 +23,8 @@ class CommentaryStream(Stream):
         super().__init__(ctx)
         self.prompt, self.context, self.sample, self.on_sentence = prompt, context, sample, on_sentence
         self.interval_ms, self.max_tokens, self.end_tokens = interval_ms, max_tokens, end_tokens
-        self.view: View | None = None
-        self.pending: list[int] = []
-        self.generation = 0
-        self.text = ""
-        self.sent_upto = 0
-        self.tokens = 0
+        self.view: View | None = None  # the remark being decoded, and its state below
+        self.pending, self.generation, self.text, self.sent_upto, self.tokens = [], 0, "", 0, 0
         self.last_start_ms = -1e18
 
     def stop(self, reason: str, now_ms: float | None) -> None:
@@ -65,7 +61,6 @@ class CommentaryStream(Stream):
             return None
         piece = self.tok.decode([token])
         self.tokens += 1
-        self.stats.commentary_tokens += 1
         ended = token in self.end_tokens or "\n" in piece or self.tokens >= self.max_tokens
         if not ended:
             self.text += piece
@@ -81,6 +76,3 @@ class CommentaryStream(Stream):
         if ended:
             self.view.close()
             self.view, self.pending = None, []
-
-    def close(self) -> None:
-        self.stop("closed", None)

@@ -104,10 +104,12 @@ class FrameStream(Stream):
         return block, len(tokens)
 
     def clear(self) -> None:
-        """The game restarted: old frames leave the views (tics start over)."""
+        """Every frame leaves the views: the game restarted (tics start over), or the stream closes."""
         while self.in_view:
             self._evict_oldest()
         self.pending.clear()
+
+    close = clear
 
     def _evict_oldest(self) -> None:
         self.store.release(self.in_view.popleft().block)
@@ -121,6 +123,3 @@ class FrameStream(Stream):
         self.stats.frames_dropped += 1
         self.emit(Kind.FRAME_DROPPED, "frames", tic=timed.frame.tic, sim_ms=now_ms, age_ms=now_ms - timed.read_ms,
                   reason=reason)
-
-    def close(self) -> None:
-        self.clear()

@@ -66,7 +66,6 @@ class Stream:
 
     def postprocess(self, logits: list, plan: StepPlan):
         """Take the logits of this stream's rows (in order); may return an Action."""
-        return None
 
     def close(self) -> None:
         """Release every block this stream holds."""

@@ -2,7 +2,7 @@
 
 A long text goes in chunks and joins its section when complete. User text is bounded, so a flood of typing or one
 endless line cannot fill the KV pool: texts cut to MAX_USER_TOKENS, at most MAX_PENDING_USER_TEXTS waiting, and
-the views' newest `user_blocks` bound user text to (user_blocks + 1) blocks of MAX_USER_TOKENS; what is cut or
+the views' newest 2 user blocks bound user text to 3 blocks of MAX_USER_TOKENS; what is cut or
 dropped is an event and, once, a line.
 """
 
@@ -72,7 +72,6 @@ class UserTextStream(TextInStream):
         chars = len(text)
         tokens = encode(self.tok, USER_PREFIX + text[:MAX_USER_TEXT_CHARS])  # never tokenize an endless text whole
         if len(tokens) > MAX_USER_TOKENS:
-            self.stats.user_texts_truncated += 1
             self.emit(Kind.USER_TEXT_TRUNCATED, "user", sim_ms=now_ms, chars=chars, tokens=len(tokens),
                       kept_tokens=MAX_USER_TOKENS)
             self.notice("truncated", f"agent: a user text of {chars} characters was cut to its first "
@@ -81,7 +80,6 @@ class UserTextStream(TextInStream):
         waiting = [job for job in self.queue if job.view is None]  # not yet started
         if len(self.queue) >= MAX_PENDING_USER_TEXTS and waiting:
             self.queue.remove(waiting[0])
-            self.stats.user_texts_dropped += 1
             self.emit(Kind.USER_TEXT_DROPPED, "user", sim_ms=now_ms, tokens=len(waiting[0].tokens),
                       reason=f"more than {MAX_PENDING_USER_TEXTS} texts waiting")
             self.notice("dropped", f"agent: user texts arrive faster than they can be read; older waiting ones "

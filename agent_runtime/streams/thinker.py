@@ -36,18 +36,15 @@ class ThinkerStream(Stream):
         token = self.sample(logits[0])
         self.paragraph_tokens += 1
         text = self.tok.decode([token])
-        if token in self.end_tokens or "\n" in text or self.paragraph_tokens >= self.paragraph_budget:
-            self._end_paragraph(plan.now_ms)
-        else:
+        if not (token in self.end_tokens or "\n" in text or self.paragraph_tokens >= self.paragraph_budget):
             self.pending = [token]
             self.emit(Kind.TOKEN, "thinker", sim_ms=plan.now_ms, token=token, text=text)
-
-    def _end_paragraph(self, now_ms: float) -> None:
-        block = self.view.roll_own("thought")
+            return
+        block = self.view.roll_own("thought")  # the paragraph ends: sealed, it joins the thoughts section
         block.sealed = True
         self.sections.add("thoughts", block)
         self.stats.thinker_paragraphs += 1
-        self.emit(Kind.THINKER_PARAGRAPH, "thinker", sim_ms=now_ms, text=self.tok.decode(block.token_ids))
+        self.emit(Kind.THINKER_PARAGRAPH, "thinker", sim_ms=plan.now_ms, text=self.tok.decode(block.token_ids))
         self.pending = list(self.prompt)
         self.paragraph_tokens = 0
         self.on_change()

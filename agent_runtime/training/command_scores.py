@@ -12,6 +12,7 @@ text, system prompt) attending only to themselves; views carry them (View.isolat
 from __future__ import annotations
 
 import inspect
+import os
 from dataclasses import dataclass
 
 import torch
@@ -37,13 +38,9 @@ class Candidates:
         return self.texts.index(text) if text in self.texts else self.names.index(name)
 
     @property
-    def prefixes(self) -> list[tuple[int, ...]]:
-        """Distinct continuations a batch needs: () for the view itself, then each multi-token prefix."""
-        out = [()]
-        for tokens in self.tokens:
-            if len(tokens) > 1 and tokens[:-1] not in out:
-                out.append(tokens[:-1])
-        return out
+    def branches(self) -> list[tuple[int, ...]]:
+        """The distinct multi-token commands' prefixes: the continuations a batch runs after every view."""
+        return list(dict.fromkeys(tokens[:-1] for tokens in self.tokens if len(tokens) > 1))
 
 
 MIN_SHARED = 16  # below this many shared tokens a batch runs whole (the shared pass would not pay for itself)
@@ -51,11 +48,7 @@ MIN_SHARED = 16  # below this many shared tokens a batch runs whole (the shared 
 
 def shared_prefix_length(sequences: list[list[int]]) -> int:
     """Tokens every sequence starts with, leaving each at least one token of its own."""
-    n = min(len(s) for s in sequences) - 1
-    first = sequences[0]
-    for s in sequences[1:]:
-        n = next((i for i in range(n) if s[i] != first[i]), n)
-    return max(n, 0)
+    return max(min(len(os.path.commonprefix(sequences)), min(len(s) for s in sequences) - 1), 0)
 
 
 def _left_padded(sequences: list[list[int]], pad: int, device, *, start: int = 0):
@@ -111,9 +104,8 @@ def _views_pass(model, views: list[list[int]], pad_id: int, isolated: list | Non
         cache.batch_repeat_interleave(len(views))
     ids, mask, positions = _left_padded([v[shared:] for v in views], pad_id, device, start=shared)
     mask = torch.cat([torch.ones(len(views), shared, dtype=mask.dtype, device=device), mask], dim=1)
-    attention = mask
-    if isolated is not None and any(isolated):
-        attention = _block_mask(mask, views, isolated, shared, next(model.parameters()).dtype)
+    attention = (_block_mask(mask, views, isolated, shared, next(model.parameters()).dtype) if any(isolated or [])
+                 else mask)
     logits = model(input_ids=ids, attention_mask=attention, position_ids=positions, logits_to_keep=1, use_cache=True,
                    **as_cache).logits[:, -1]
     return logits, cache, mask, positions[:, -1]
@@ -148,10 +140,9 @@ def candidate_scores(model, views: list[list[int]], candidates: Candidates, *, p
     isolated: per view, its isolated spans (None: a plain causal forward, how data sets before them trained)."""
     view_logits, cache, mask, last = _views_pass(model, views, pad_id, isolated)
     first = torch.log_softmax(view_logits.float(), dim=-1)  # [B, V]
-    branches = candidates.prefixes[1:]
-    rows = None
-    if branches:
-        rows = torch.log_softmax(_branches_pass(model, cache, mask, last, branches, pad_id).float(), dim=-1)
+    branches = candidates.branches
+    rows = (torch.log_softmax(_branches_pass(model, cache, mask, last, branches, pad_id).float(), dim=-1)
+            if branches else None)
     columns = []
     for tokens in candidates.tokens:
         score = first[:, tokens[0]]

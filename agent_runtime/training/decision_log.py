@@ -39,8 +39,9 @@ class Decision:
         return json.dumps({k: v for k, v in vars(self).items() if k != "isolated" or v is not None})
 
 
-def _read_lines(path: Path) -> list[dict]:
-    """Complete JSON lines; a torn last line (a kill mid-write) is left out."""
+def read_episodes(directory: str | Path) -> list[dict]:
+    """The data set's complete episodes: where a resumed run goes on (a torn last line, a kill mid-write, left out)."""
+    path = Path(directory) / EPISODES
     if not path.is_file():
         return []
     out = []
@@ -64,12 +65,11 @@ class DecisionLog:
         self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
         self._check_manifest(manifest)
-        self.episodes = _read_lines(self.dir / EPISODES)
+        self.episodes = read_episodes(self.dir)
         keep = self.episodes[-1]["decisions_bytes"] if self.episodes else 0
         decisions = self.dir / DECISIONS
         if decisions.exists() and decisions.stat().st_size > keep:
-            with open(decisions, "r+b") as f:  # drop the unfinished episode's decisions
-                f.truncate(keep)
+            os.truncate(decisions, keep)  # drop the unfinished episode's decisions
         self._decisions = open(decisions, "ab")
         self._episodes = open(self.dir / EPISODES, "a")
 
@@ -114,7 +114,7 @@ def complete_bytes(directory: str | Path) -> bytes:
     directory = Path(directory)
     if not (directory / MANIFEST).is_file():
         raise UserError(f"{directory}: not a data set (no {MANIFEST}); make one with `agent-runtime collect`")
-    episodes = _read_lines(directory / EPISODES)
+    episodes = read_episodes(directory)
     end = episodes[-1]["decisions_bytes"] if episodes else 0
     with open(directory / DECISIONS, "rb") as f:
         return f.read(end)

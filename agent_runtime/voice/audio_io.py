@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import math
 import wave
-from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace as CallbackTime  # for sounddevice's CData `time` argument (stream seconds)
 from typing import Callable
 
 import numpy as np
@@ -24,18 +24,8 @@ class NoAudioDeviceError(UserError):
     """No usable sound device; the message lists the devices that were found."""
 
 
-@dataclass(frozen=True)
-class CallbackTime:
-    """Stand-in for sounddevice's CData `time` argument (seconds in stream time)."""
-
-    inputBufferAdcTime: float = 0.0
-    outputBufferDacTime: float = 0.0
-    currentTime: float = 0.0
-
-
 def read_wav(path: str | Path) -> tuple[np.ndarray, int]:
-    """A PCM WAV as float32 mono in [-1, 1] (stereo averaged) and its rate; UserError for a missing, non-WAV or
-    empty file."""
+    """A PCM WAV as float32 mono in [-1, 1] (stereo averaged) and its rate; UserError if missing, not WAV or empty."""
     path = Path(path)
     if not path.is_file():
         raise UserError(f"no such file: {path}")
@@ -165,10 +155,6 @@ class RecordingSpeaker(_DeviceFreeStream):
         self.blocks.append(out[:, 0].copy())
         return self.blocks[-1]
 
-    @property
-    def recording(self) -> np.ndarray:
-        return np.concatenate(self.blocks) if self.blocks else np.zeros(0, np.float32)
-
 
 def _sounddevice():
     try:
@@ -193,15 +179,14 @@ def open_stream(kind: str, callback: AudioCallback, device: int | str | None = N
     """A mono float32 sounddevice stream on `device` (None: the default, else the first usable one): "input" drives
     `callback` (the microphone), "output" pulls from it (the speaker). NoAudioDeviceError when there is none."""
     sd = _sounddevice()
-    key = "max_input_channels" if kind == "input" else "max_output_channels"
-    usable = [i for i, d in enumerate(_devices()) if d[key] > 0]
+    index, stream = (0, sd.InputStream) if kind == "input" else (1, sd.OutputStream)  # in sd.default.device
+    usable = [i for i, d in enumerate(_devices()) if d[f"max_{kind}_channels"] > 0]
     if not usable:
         raise NoAudioDeviceError(f"no {kind} audio device; devices found: {describe_devices()}. "
                                  f"Use a WAV file instead (e.g. `agent-runtime transcribe FILE.wav`).")
     if device is None:
-        default = sd.default.device[0 if kind == "input" else 1]
+        default = sd.default.device[index]
         device = default if default is not None and default >= 0 else usable[0]
-    stream = sd.InputStream if kind == "input" else sd.OutputStream
     try:
         return stream(device=device, channels=1, samplerate=samplerate, blocksize=blocksize, dtype="float32",
                       callback=callback)

@@ -128,9 +128,7 @@ class BargeInController:
         self._prefix.update(hyp.text, hyp.final)
         command = self._prefix.committable_command
         if self._pending is not None and command is not None and hyp.final:
-            start = hyp.speech_start_ms if hyp.speech_start_ms is not None else hyp.t_ms
-            end = hyp.speech_end_ms if hyp.speech_end_ms is not None else hyp.t_ms
-            if end - start >= self.min_command_ms:
+            if hyp.speech_end_ms - hyp.speech_start_ms >= self.min_command_ms:
                 self._interrupt(f"command:{command}")
             else:
                 self._resume()
@@ -152,7 +150,6 @@ class BargeInController:
 
     def _resume(self, reason: str = "") -> None:
         if self._pending is not None:
-            self._pending.outcome = "resumed"
-            self._pending.reason = self._pending.reason or reason
+            self._pending.outcome, self._pending.reason = "resumed", reason
         self._pending, self._tentative = None, False
         self.playback.paused = False

@@ -42,36 +42,25 @@ class _Slot:
 
 
 class AudioDeviceGuard:
-    """Owns the input and output streams: opens them, watches them, reopens them after a failure. on_change(kind,
-    stream): lost (None) or (re)opened; emit(kind, stream, **payload): the events; refresh(): before a retry with
-    every device lost (PortAudio rescans then)."""
+    """Owns the input and output streams: opens them (one missing now is the caller's error), watches them, reopens
+    them after a failure. on_change(kind, stream): lost (None) or (re)opened; emit(kind, stream, **payload): the
+    events; refresh(): before a retry with every device lost (PortAudio rescans then)."""
 
     def __init__(self, openers: dict[str, Callable[[], Any]], *, on_change: Callable[[str, Any], None],
                  emit: Callable[..., None], notify: Notify, refresh: Callable[[], None] | None, stall_s: float,
                  retry_s: float):
-        self.slots = {kind: _Slot(kind, opener) for kind, opener in openers.items()}
+        self.slots = {kind: _Slot(kind, opener, opener()) for kind, opener in openers.items()}
         self.on_change, self.emit, self.notify, self.refresh = on_change, emit, notify, refresh
         self.stall_s, self.retry_s = stall_s, retry_s
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def open_all(self) -> None:
-        """Open every device now (at session start a missing device is the caller's error to report)."""
-        for slot in self.slots.values():
-            slot.stream = slot.opener()
 
     def start(self) -> None:
         now = time.monotonic()
         for slot in self.slots.values():
             slot.stream.start()
             slot.last_alive = now
-        self._thread = threading.Thread(target=self._watch, name="voice-devices", daemon=True)
-        self._thread.start()
 
     def close(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=2)
+        """Close the open streams (once `watch` has returned: it could reopen one)."""
         for slot in self.slots.values():
             if slot.stream is not None:
                 _close_quietly(slot.stream)
@@ -80,18 +69,19 @@ class AudioDeviceGuard:
         """A callback ran: the device is delivering."""
         self.slots[kind].last_alive = time.monotonic()
 
-    def fail(self, kind: str, error: BaseException | str, stream=None) -> None:
+    def fail(self, kind: str, error: BaseException, stream=None) -> None:
         """A callback or a stream raised; the watchdog closes it at its next poll (`stream`: the one that raised)."""
         slot = self.slots[kind]
         if stream is None or stream is slot.stream:
-            slot.failure = error if isinstance(error, str) else first_line(error)
+            slot.failure = first_line(error)
 
     @property
     def losses(self) -> int:
         return sum(slot.losses for slot in self.slots.values())
 
-    def _watch(self) -> None:
-        while not self._stop.wait(POLL_S):
+    def watch(self, stop: threading.Event) -> None:
+        """The watchdog (a thread's target) until `stop` is set: close failed streams, reopen lost ones."""
+        while not stop.wait(POLL_S):
             now = time.monotonic()
             for slot in self.slots.values():
                 if slot.stream is not None:

@@ -29,8 +29,6 @@ class HeardSpeech:
 
 @dataclass
 class PlaybackStats:
-    blocks: int = 0
-    played_blocks: int = 0
     underruns: int = 0  # blocks with an utterance in progress but no audio ready
     discarded_stale: int = 0  # chunks of an old generation dropped
     discarded_late: int = 0  # chunks older than max_age_ms when their turn came
@@ -104,7 +102,6 @@ class PlaybackBuffer:
     def callback(self, outdata: np.ndarray, frames: int, time_info=None, status=None) -> None:
         """sounddevice output callback: fill one block, checking the generation first."""
         with self._cond:
-            self.stats.blocks += 1
             block_start = time.monotonic()
             out = np.zeros(frames, np.float32)
             self._drop_stale(self.session.current)
@@ -122,8 +119,6 @@ class PlaybackBuffer:
                         self._finish_chunk(chunk)
                 if pos < frames and self._open and not self._queue and self._current is None:
                     self.stats.underruns += 1
-            if pos:
-                self.stats.played_blocks += 1
             self._note_interruptions(silent=pos == 0, t=block_start)
             self.stats.depth_ms = self._queued_ms()
             self._cond.notify_all()

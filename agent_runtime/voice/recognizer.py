@@ -36,9 +36,9 @@ class Hypothesis:
     final: bool
     t_ms: float
     audio_age_ms: float
-    utterance: int = 0
-    speech_start_ms: float | None = None
-    speech_end_ms: float | None = None  # finals only: where the VAD put the end of speech
+    utterance: int
+    speech_start_ms: float
+    speech_end_ms: float | None  # finals only: where the VAD put the end of speech
 
     def to_json(self) -> dict:
         return {"text": self.text, "final": self.final, "t_ms": round(self.t_ms, 1),
@@ -64,8 +64,6 @@ class CommandRecognizer:
         self.utterance_samples = 0  # fed since the utterance started: bounded by the pipeline's max_utterance_ms
 
     def start(self) -> None:
-        if self.in_utterance:
-            self.decoder.end_utt()
         self.decoder.start_utt()
         self.in_utterance = True
         self._audio = []
@@ -112,10 +110,6 @@ class ListeningPipeline:
         self._last_partial = ""
         self._speech_start_ms = 0.0
 
-    @property
-    def stream_ms(self) -> float:
-        return self.vad.stream_ms
-
     def push(self, block: np.ndarray, arrival: float | None = None) -> list[OnsetEvent | VadEvent | Hypothesis]:
         arrival = time.monotonic() if arrival is None else arrival
         frames: list[OnsetEvent | VadEvent | Hypothesis] = []
@@ -147,11 +141,11 @@ class ListeningPipeline:
         self._preroll.clear()
         self._last_partial = ""
 
-    def flush(self, arrival: float | None = None) -> list[Hypothesis]:
+    def flush(self) -> list[Hypothesis]:
         """End of stream: finish an open utterance (a file that ends mid-speech)."""
         if not self.recognizer.in_utterance:
             return []
-        return self._hypothesis(self.stream_ms, time.monotonic() if arrival is None else arrival, self.stream_ms)
+        return self._hypothesis(self.vad.stream_ms, time.monotonic(), self.vad.stream_ms)
 
     def _begin(self, event: SpeechStarted) -> None:
         self._utterance += 1
@@ -196,10 +190,6 @@ class StablePrefix:
         self.stable_words: list[str] = []
         self.final = False
 
-    @property
-    def stable(self) -> str:
-        return " ".join(self.stable_words)
-
     def update(self, text: str, final: bool = False) -> None:
         words = normalize(text).split()
         if self.final:  # a new utterance after a final result
@@ -208,7 +198,7 @@ class StablePrefix:
         if final:
             new_stable = words
         elif len(self._recent) < self.agreement:
-            new_stable = commonprefix([self.stable_words, words]) if self.stable_words else []
+            new_stable = commonprefix([self.stable_words, words])
         else:
             new_stable = commonprefix(list(self._recent))
             # never un-commit words still agreed by the newest hypothesis unless it revised them
@@ -220,7 +210,7 @@ class StablePrefix:
     @property
     def committable_command(self) -> str | None:
         """A command that may be acted on now: final, or a stable whole phrase no other phrase extends."""
-        text = self.stable
+        text = " ".join(self.stable_words)
         command = command_for(text)
         if command is None or self.final:
             return command

@@ -57,10 +57,6 @@ class SpeechChunk:
     created: float
     last: bool = False  # the final chunk of its utterance
 
-    @property
-    def duration_ms(self) -> float:
-        return self.samples.size * 1000.0 / self.sample_rate
-
 
 @dataclass
 class SynthesisResult:
@@ -88,29 +84,24 @@ class EspeakTts:
     _library_lock = threading.Lock()  # libespeak-ng has global state
     _initialized_rate = 0
 
-    def __init__(self, session: SessionGeneration, voice: str = "en-us", words_per_minute: int = 170,
-                 chunk_ms: int = 60):
+    def __init__(self, session: SessionGeneration, voice: str = "en-us", words_per_minute: int = 170):
         self.session = session
         self.lib = lib = _load_library()
-        lib.espeak_Initialize.restype = ctypes.c_int
         lib.espeak_Initialize.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_int]
         lib.espeak_SetSynthCallback.argtypes = [_SYNTH_CALLBACK]
         lib.espeak_SetVoiceByName.argtypes = [ctypes.c_char_p]
         lib.espeak_SetParameter.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int]
         lib.espeak_Synth.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint, ctypes.c_int, ctypes.c_uint,
                                      ctypes.c_uint, ctypes.POINTER(ctypes.c_uint), ctypes.c_void_p]
-        lib.espeak_Synth.restype = ctypes.c_int
         with EspeakTts._library_lock:
             if not EspeakTts._initialized_rate:
-                EspeakTts._initialized_rate = lib.espeak_Initialize(AUDIO_OUTPUT_SYNCHRONOUS, chunk_ms, None, 0)
+                EspeakTts._initialized_rate = lib.espeak_Initialize(AUDIO_OUTPUT_SYNCHRONOUS, 60, None, 0)  # 60 ms
             rate = EspeakTts._initialized_rate
             if rate <= 0:
                 raise UserError("libespeak-ng failed to initialize (is the espeak-ng-data package installed?)")
             if lib.espeak_SetVoiceByName(voice.encode()) != EE_OK:
                 raise UserError(f"espeak-ng has no voice {voice!r}; list them with `espeak-ng --voices`")
-        self.sample_rate = rate
-        self.voice = voice
-        self.words_per_minute = words_per_minute
+        self.sample_rate, self.voice, self.words_per_minute = rate, voice, words_per_minute
         self._callback = _SYNTH_CALLBACK(self._on_synth)  # keep a reference: C holds only a pointer
         self._abort = threading.Event()
         self._utterances = 0
@@ -128,18 +119,17 @@ class EspeakTts:
         with self._library_lock:
             self._abort.clear()
             self._utterances += 1
-            encoded = text.encode("utf-8")
             job = self._job = {
                 "text": text, "generation": generation, "utterance": self._utterances, "on_chunk": on_chunk,
                 "index": 0, "samples": 0, "aborted": False, "first": None, "start": time.perf_counter(),
                 # byte offset -> character offset, since espeak reports positions in bytes of UTF-8
                 "char_of_byte": np.cumsum([0] + [len(ch.encode("utf-8")) for ch in text]),
             }
-            buf = ctypes.create_string_buffer(encoded)
+            buf = ctypes.create_string_buffer(text.encode("utf-8"))
             self.lib.espeak_SetSynthCallback(self._callback)
             self.lib.espeak_SetVoiceByName(self.voice.encode())
             self.lib.espeak_SetParameter(PARAM_RATE, self.words_per_minute, 0)
-            self.lib.espeak_Synth(buf, len(encoded) + 1, 0, POS_CHARACTER, 0, ESPEAK_CHARS_UTF8, None, None)
+            self.lib.espeak_Synth(buf, len(buf), 0, POS_CHARACTER, 0, ESPEAK_CHARS_UTF8, None, None)
             if not job["aborted"]:
                 self._emit(np.zeros(0, np.float32), None, last=True)
             self._job = None
@@ -195,7 +185,6 @@ class TtsWorker:
     def __init__(self, tts: EspeakTts, sink: Callable[[SpeechChunk], bool],
                  on_result: Callable[[SynthesisResult], None] | None = None):
         self.tts, self.sink, self.on_result = tts, sink, on_result
-        self.results: list[SynthesisResult] = []
         self._texts: deque[tuple[str, int]] = deque()
         self._busy = self._closed = False  # _busy: a text is being spoken
         self._cond = threading.Condition()
@@ -242,7 +231,6 @@ class TtsWorker:
             try:
                 if self.tts.session.is_current(generation):
                     result = self.tts.speak(text, generation, on_chunk=self.sink)
-                    self.results.append(result)
                     if self.on_result is not None:
                         self.on_result(result)
             finally:  # a failed text still ends (wait_idle returns), as the thread dies with the error

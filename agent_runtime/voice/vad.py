@@ -33,33 +33,6 @@ def silero_onnx_path() -> Path:
     return path
 
 
-class SileroModel:
-    """Stateful silero VAD: one speech probability per 32 ms window of 16 kHz audio."""
-
-    def __init__(self):
-        import onnxruntime as ort
-
-        opts = ort.SessionOptions()
-        opts.inter_op_num_threads = 1
-        opts.intra_op_num_threads = 1  # tiny model: never compete with the LM for cores
-        opts.log_severity_level = 3
-        self.session = ort.InferenceSession(str(silero_onnx_path()), sess_options=opts,
-                                            providers=["CPUExecutionProvider"])
-        self._sr = np.array(SAMPLE_RATE, dtype=np.int64)
-        self.reset()
-
-    def reset(self) -> None:
-        self._state = np.zeros((2, 1, 128), np.float32)
-        self._context = np.zeros((1, CONTEXT), np.float32)
-
-    def probability(self, window: np.ndarray) -> float:
-        x = np.asarray(window, np.float32).reshape(1, WINDOW)
-        inp = np.concatenate([self._context, x], axis=1)
-        out, self._state = self.session.run(None, {"input": inp, "state": self._state, "sr": self._sr})
-        self._context = inp[:, -CONTEXT:]
-        return float(out[0, 0])
-
-
 @dataclass(frozen=True)
 class SpeechStarted:
     """Speech began at t_ms (stream time of its first window); detected at detected_ms."""
@@ -117,11 +90,10 @@ class FricativeOnset:
 
     rise_db, min_level_db, min_flatness, min_high = 15.0, -45.0, 0.1, 0.5
     floor_windows, min_history = 47, 8  # the floor's span, and the windows it needs first
+    low_bin, high_bin = 4, 2000 * WINDOW // SAMPLE_RATE  # FFT bins: below ~125 Hz left out (DC, hum); at 2 kHz
 
     def __init__(self):
         self._taper = np.hanning(WINDOW).astype(np.float32)
-        self._low = 4  # FFT bins below ~125 Hz are left out (DC, hum)
-        self._high = 2000 * WINDOW // SAMPLE_RATE  # the first bin at 2 kHz
         self.reset()
 
     def reset(self) -> None:
@@ -139,9 +111,9 @@ class FricativeOnset:
         self._above = self.loud
         if not rise:
             return False
-        power = np.square(np.abs(np.fft.rfft(window * self._taper)))[self._low:] + 1e-20
+        power = np.square(np.abs(np.fft.rfft(window * self._taper)))[self.low_bin:] + 1e-20
         flatness = float(np.exp(np.mean(np.log(power))) / np.mean(power))
-        high = float(power[self._high - self._low:].sum() / power.sum())
+        high = float(power[self.high_bin - self.low_bin:].sum() / power.sum())
         return flatness >= self.min_flatness and high >= self.min_high
 
 
@@ -156,11 +128,19 @@ class VoiceActivityDetector:
     min_speech_ms, min_silence_ms, onset_quiet_ms, onset_timeout_ms = 64, 256, 128, 320  # the first 3: whole windows
 
     def __init__(self):
-        self.model, self.fricative = SileroModel(), FricativeOnset()
+        import onnxruntime as ort
+
+        opts = ort.SessionOptions()
+        opts.inter_op_num_threads = opts.intra_op_num_threads = 1  # tiny model: never compete with the LM for cores
+        opts.log_severity_level = 3
+        self.session = ort.InferenceSession(str(silero_onnx_path()), sess_options=opts,
+                                            providers=["CPUExecutionProvider"])
+        self.fricative = FricativeOnset()
         self.reset()
 
     def reset(self) -> None:
-        self.model.reset()
+        self._state = np.zeros((2, 1, 128), np.float32)  # silero's, carried from window to window
+        self._context = np.zeros((1, CONTEXT), np.float32)
         self._pending = np.zeros(0, np.float32)
         self.samples_seen = 0
         self.in_speech = False
@@ -186,9 +166,17 @@ class VoiceActivityDetector:
             out.append(self._step(window))
         return out
 
+    def _probability(self, window: np.ndarray) -> float:
+        """silero's speech probability for one 32 ms window (after the previous one)."""
+        inp = np.concatenate([self._context, window.reshape(1, WINDOW)], axis=1)
+        out, self._state = self.session.run(None, {"input": inp, "state": self._state,
+                                                   "sr": np.array(SAMPLE_RATE, np.int64)})
+        self._context = inp[:, -CONTEXT:]
+        return float(out[0, 0])
+
     def _step(self, window: np.ndarray) -> VadWindow:
         start_ms = self.stream_ms
-        p = self.model.probability(window)
+        p = self._probability(window)
         fricative = self.fricative.step(window)
         self.samples_seen += WINDOW
         end_ms = self.stream_ms

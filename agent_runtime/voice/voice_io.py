@@ -27,7 +27,6 @@ from agent_runtime.voice.barge_in import ONSET_CUES, BargeInController
 from agent_runtime.voice.device_free import device_free_openers
 from agent_runtime.voice.device_guard import AudioDeviceGuard
 from agent_runtime.voice.playback import PlaybackBuffer
-from agent_runtime.voice.realtime_pump import run_paced
 from agent_runtime.voice.recognizer import Hypothesis, ListeningPipeline, UtteranceCut
 from agent_runtime.voice.tts import EspeakTts, SpeechChunk, SynthesisResult, TtsWorker
 from agent_runtime.voice.vad import SpeechStarted, SpeechStopped
@@ -35,6 +34,15 @@ from agent_runtime.voice.vad import SpeechStarted, SpeechStopped
 SPEAKER_RATE, SPEAKER_BLOCK = 22_050, 1024
 MAX_QUEUED_MIC_BLOCKS = 64  # ~2 s of microphone audio waiting for the listener; older blocks are dropped
 StreamOpener = Callable[[AudioCallback], object]  # a callback in, a stream (not yet started) out
+
+
+def run_paced(tick: Callable[[], None], period_s: float, stop: threading.Event) -> None:
+    """Call `tick()` once per `period_s` until `stop` is set, as a sound card would: device-free streams must not
+    run faster than real time. The schedule is absolute: after a late tick the next ones catch up."""
+    start, slot = time.monotonic(), 0
+    while not stop.wait(max(0.0, start + slot * period_s - time.monotonic())):
+        tick()
+        slot += 1
 
 
 @dataclass
@@ -51,7 +59,7 @@ class VoiceIO:
                  bus: EventBus | None = None, recording=None, open_input: StreamOpener | None = None,
                  open_output: StreamOpener | None = None, notify: Notify | None = None,
                  retry_s: float = 3.0, stall_s: float = 2.0):
-        """recording: a RecordingWriter for mic_in.wav and speech_out.wav; open_input/open_output: how to (re)open a
+        """recording: an EpisodeRecording for mic_in.wav and speech_out.wav; open_input/open_output: how to (re)open a
         device; one silent for stall_s counts as failed and is reopened every retry_s; notify: the one-line messages."""
         self.session = session
         self.attach(bus, recording)
@@ -59,7 +67,6 @@ class VoiceIO:
         self._notice = OncePerKind(self.notify)
         self._utterance_first_partial: set[int] = set()
         self._playing = False
-        self._speaking = True  # False while the speaker is lost: commentary is dropped, not queued
         self.sentences_dropped = 0
         self.pipeline = ListeningPipeline()
         self.playback = PlaybackBuffer(session, sample_rate=SPEAKER_RATE)
@@ -85,7 +92,6 @@ class VoiceIO:
         self.devices = AudioDeviceGuard(openers, on_change=self._device_changed, emit=self._emit,
                                         notify=self.notify, refresh=None if self.device_free else refresh_devices,
                                         stall_s=stall_s, retry_s=retry_s)
-        self.devices.open_all()
         self.t_start: float | None = None
 
     def attach(self, bus: EventBus | None, recording=None) -> None:
@@ -96,23 +102,23 @@ class VoiceIO:
 
     def start(self) -> None:
         self.t_start = time.monotonic()
-        self._threads.append(threading.Thread(target=self._listen, name="voice-listener", daemon=True))
+        targets = {"voice-listener": self._listen, "voice-devices": partial(self.devices.watch, self._stop)}
         if self.device_free:  # real time, one block per period of audio, as a sound card would
             for kind, period, name in (("input", MIC_BLOCK / MIC_RATE, "array-mic"),
                                        ("output", SPEAKER_BLOCK / SPEAKER_RATE, "array-speaker")):
-                pump = partial(run_paced, partial(self._pump_block, kind), period, self._stop)
-                self._threads.append(threading.Thread(target=pump, name=name, daemon=True))
+                targets[name] = partial(run_paced, partial(self._pump_block, kind), period, self._stop)
+        self._threads = [threading.Thread(target=target, name=name, daemon=True) for name, target in targets.items()]
         self.devices.start()
         for t in self._threads:
             t.start()
 
     def close(self) -> None:
         self._stop.set()
+        for t in self._threads:  # the device watchdog among them: no stream reopens after this
+            t.join(timeout=2)
         self.devices.close()
         self.playback.close()  # before the TTS worker: a worker blocked on a full buffer must be released
         self.tts.close()
-        for t in self._threads:
-            t.join(timeout=2)
         stats = self.playback.stats
         self._emit(Kind.PLAYBACK_STATS, "playback", underruns=stats.underruns, max_depth_ms=stats.max_depth_ms,
                    discarded_stale=stats.discarded_stale, discarded_late=stats.discarded_late,
@@ -123,9 +129,8 @@ class VoiceIO:
                 wav.close()
 
     def say(self, text: str, generation: int) -> None:
-        """Speak a commentary sentence stamped with its generation (stale ones are skipped; none while the
-        speaker is lost, so nothing piles up to be spoken late)."""
-        if not self._speaking:
+        """Speak a sentence of `generation` (skipped once stale; dropped while the speaker is lost, not queued)."""
+        if self.devices.slots["output"].stream is None:  # the speaker is lost
             self.sentences_dropped += 1
             return
         self.tts.say(text, generation)
@@ -163,8 +168,7 @@ class VoiceIO:
         self._overrun = self._overrun and self._blocks.qsize() >= MAX_QUEUED_MIC_BLOCKS // 2
 
     def _speaker_callback(self, outdata, frames, time_info, status) -> None:
-        """The output callback (an audio thread): the playback buffer fills the block; we note starts/stops and keep
-        the audio. Never raises into PortAudio; a failure goes to the device guard."""
+        """The output callback (an audio thread), filled by the playback buffer; never raises into PortAudio."""
         self.devices.alive("output")
         try:
             self.playback.callback(outdata, frames, time_info, status)
@@ -180,7 +184,8 @@ class VoiceIO:
             self.devices.fail("output", e)
 
     def _tts_sink(self, chunk: SpeechChunk) -> bool:
-        self._emit(Kind.TTS_CHUNK, "tts", generation=chunk.generation, text=chunk.text, duration_ms=chunk.duration_ms)
+        self._emit(Kind.TTS_CHUNK, "tts", generation=chunk.generation, text=chunk.text,
+                   duration_ms=chunk.samples.size * 1000.0 / chunk.sample_rate)
         return self.playback.push(chunk)
 
     def _on_synthesis(self, result: SynthesisResult) -> None:
@@ -199,9 +204,9 @@ class VoiceIO:
                 self._emit(kind, "asr", t_ms=f.t_ms, detected_ms=f.detected_ms)
             elif isinstance(f, Hypothesis):
                 extra = {}
-                if f.final and f.speech_end_ms is not None:
+                if f.final:
                     extra["speech_end_to_final_ms"] = f.t_ms - f.speech_end_ms
-                if not f.final and f.utterance not in self._utterance_first_partial and f.speech_start_ms is not None:
+                elif f.utterance not in self._utterance_first_partial:
                     self._utterance_first_partial.add(f.utterance)
                     extra["speech_start_to_first_partial_ms"] = f.t_ms - f.speech_start_ms
                 self._emit(Kind.ASR_FINAL if f.final else Kind.ASR_PARTIAL, "asr", text=f.text, command=f.command,
@@ -226,11 +231,10 @@ class VoiceIO:
                 continue
             frames = self.pipeline.push(block, arrival)
             self._observe(frames)
-            self.controller.feed(frames, self.pipeline.stream_ms)
+            self.controller.feed(frames, self.pipeline.vad.stream_ms)
 
-    def _pump_block(self, kind: str, _late_s: float = 0.0) -> None:
-        """One block of a device-free stream; what it raises is a device failure, reported to the guard
-        (nothing is pumped while the device is lost)."""
+    def _pump_block(self, kind: str) -> None:
+        """One block of a device-free stream (none while it is lost); what it raises is a device failure."""
         stream = self.devices.slots[kind].stream
         if stream is None:
             return
@@ -244,16 +248,14 @@ class VoiceIO:
         """The guard lost (stream None) or reopened a device: play goes on; only voice stops or resumes."""
         if kind == "input" and stream is None:
             self._reset_listening.set()
-        elif kind == "output":
-            self._speaking = stream is not None
-            if stream is None:
-                self.tts.abort_and_clear()
-                self.playback.clear()  # what was cut off is reported as heard up to where it stopped
+        elif stream is None:  # the speaker: commentary is dropped, not queued, until it is back (say)
+            self.tts.abort_and_clear()
+            self.playback.clear()  # what was cut off is reported as heard up to where it stopped
 
     def _on_interrupt(self, generation: int, reason: str) -> None:
-        record = self.controller.records[-1] if self.controller.records else None
+        detected = self.controller.records[-1].detected_wall  # the attempt being interrupted
         self._emit(Kind.BARGE_IN, "playback", generation=generation, reason=reason,
-                   detection_to_interrupt_ms=(time.monotonic() - record.detected_wall) * 1000.0 if record else None)
+                   detection_to_interrupt_ms=(time.monotonic() - detected) * 1000.0)
 
     def _on_command(self, command: str, hyp: Hypothesis) -> None:
         self.commands.append(VoiceCommand(command, hyp.text))
