@@ -22,6 +22,8 @@ def test_live_plays_in_real_time_and_leaves_a_replayable_recording(tmp_path):
     assert 1.9 < result["seconds"] < 4 and result["actions_executed"] > 5
     (recording,) = tmp_path.iterdir()
     assert result["recordings"] == [str(recording)] and f"recording: {recording}" in proc.stderr
+    manifest = json.loads((recording / "manifest.json").read_text())  # the bound it ran under, not "auto"
+    assert isinstance(manifest["config"]["budgets"]["max_action_age_ms"], float)
     check = subprocess.run([sys.executable, "-m", "agent_runtime.cli", "replay", str(recording), "--json"], cwd=REPO,
                            capture_output=True, text=True, timeout=120)
     assert check.returncode == 0, check.stderr

@@ -112,6 +112,8 @@ def _play(args, config, window, generation, loaded, voice, recordings, bounds: d
     with Runtime.open(config, loaded=loaded, clock="realtime", window=window) as runtime:
         env = runtime.env  # (its grammar refused a scenario with delta buttons)
         bounds["time"] = runtime.time_bounds(announce=True)
+        if recordings is not None and recordings.current is not None:  # opened before the bound was known
+            recordings.current.manifest.config["budgets"]["max_action_age_ms"] = bounds["time"].max_action_age_ms
         typed = TypedCommands() if sys.stdin.isatty() else None
         stderr_line(f"live: {env.scenario}, {loaded.model_id}, {loaded.cpu.threads} thread(s), "
                     f"window {'on' if window else 'off'}, voice {'on' if voice else 'off'}"
