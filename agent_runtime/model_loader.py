@@ -277,6 +277,8 @@ def load_model(spec: str | None = None, *, dtype: str = "auto", seed: int = 0, t
     hf_logging.disable_progress_bar()
     if dtype == "auto":  # the precision this machine's CPU path chose
         dtype = cpu_path(threads=torch.get_num_threads()).dtype
+    if dtype not in DTYPES:  # the Python API's callers pass it unchecked (the CLI and configs check it too)
+        raise UserError(f"unknown dtype '{dtype}': use auto or one of {', '.join(DTYPES)}")
     torch_dtype = DTYPES[dtype]
     merged = spec is None and info is not None  # the embedded model's merged cache
     model_id, tok = EMBEDDED_MODEL_ID if spec is None else str(spec), None

@@ -24,15 +24,22 @@ def user_command(text: str | None, grammar: ActionGrammar) -> Command | None:
     command = command_for_text(grammar, text)
     if command is not None or not text:
         return command
-    name, tics = command_for(text), grammar.default_tics  # a phrase ("turn left")
-    words = text.strip().upper().split()
-    if name is None and words and words[0] in COMMANDS and (
-            len(words) == 1 or (len(words) == 2 and words[1].isdigit())):
-        name, tics = words[0], int(words[1]) if len(words) == 2 else tics  # a voice command's text ("TURN_LEFT 4")
+    name, tics = _spoken(text, grammar.default_tics)
     if name == "STOP":  # release everything: hold no button
         return command_for_text(grammar, f"{NOOP} {tics}")
     pressed = command_to_buttons(name, grammar.buttons) if name else None
     return None if pressed is None else Command(name, pressed, tics)
+
+
+def _spoken(text: str, default_tics: int) -> tuple[str | None, int]:
+    """("TURN_LEFT", tics) for a phrase ("turn left") or a voice command's text ("TURN_LEFT 4"); (None, ...) else."""
+    name = command_for(text)
+    if name is not None:
+        return name, default_tics
+    words = text.strip().upper().split()
+    if words and words[0] in COMMANDS and (len(words) == 1 or (len(words) == 2 and words[1].isdigit())):
+        return words[0], int(words[1]) if len(words) == 2 else default_tics
+    return None, default_tics
 
 
 class ScriptedInputs:

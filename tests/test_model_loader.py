@@ -22,6 +22,8 @@ def test_missing_path_non_gguf_file_and_directory_without_config_are_clear_error
         load_model(str(tmp_path), tokenizer=False)
     with pytest.raises(UserError, match="unknown tiny model"):
         load_model("tiny:gpt9", tokenizer=False)
+    with pytest.raises(UserError, match="unknown dtype 'fp16': use auto or one of float32, bfloat16"):
+        load_model("tiny:llama", dtype="fp16", tokenizer=False)
 
 
 def test_a_saved_safetensors_directory_loads_with_the_same_weights(tmp_path):

@@ -95,7 +95,7 @@ def write_video(recording: Recording, out_path: str | Path, *, max_frames: int |
                     state.apply(*pending[cursor])
                     cursor += 1
                 screen = cv2.cvtColor(np.ascontiguousarray(frame.screen), cv2.COLOR_RGB2BGR)
-                big = screen.repeat(SCALE, axis=0).repeat(SCALE, axis=1)
+                big = cv2.resize(screen, None, fx=SCALE, fy=SCALE, interpolation=cv2.INTER_NEAREST)
                 panel = np.zeros((PANEL_LINES * line_h + 8, big.shape[1], 3), np.uint8)
                 for i, (text, color) in enumerate(state.lines(frame.tic, max(20, big.shape[1] // 8))):
                     cv2.putText(panel, text, (6, 14 + i * line_h), font, font_scale, color, 1, cv2.LINE_AA)
