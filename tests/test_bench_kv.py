@@ -97,3 +97,25 @@ def test_bench_kv_rejects_a_missing_gpu_and_bad_repeats():
         proc = subprocess.run([sys.executable, "-m", "agent_runtime.cli", "bench", "kv", *args],
                               cwd=REPO, capture_output=True, text=True, timeout=120)
         assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_on_a_gpu_each_timed_step_waits_for_the_work_it_queued(monkeypatch):
+    """CUDA calls return before their kernels run: the GPU timer synchronizes before the clock starts and before it
+    stops, so a step is charged its own kernels, not the previous step's (checked here with a stand-in device)."""
+    import time
+
+    import torch
+
+    from agent_runtime.benchmarks import kv_bench
+
+    calls = []
+
+    def synchronize():  # the queued work finishes here: 20 ms of it once the step has queued some
+        calls.append("sync")
+        if "step" in calls and calls.count("sync") == 2:
+            time.sleep(0.02)
+
+    monkeypatch.setattr(torch.cuda, "synchronize", synchronize)
+    result, seconds = kv_bench._synced(lambda: calls.append("step") or 7)
+    assert result == 7 and calls == ["sync", "step", "sync"]
+    assert seconds >= 0.02  # the wait for the queued work is inside the measured time

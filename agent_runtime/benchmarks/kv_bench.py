@@ -44,6 +44,12 @@ def _interleaved(steps: dict, rounds: int, warmup: int = 1, timer=measured) -> d
     return {k: Timing(v) for k, v in samples.items()}
 
 
+def _synced(fn) -> tuple[object, float]:
+    """(fn(), seconds) until the GPU work fn queued has run: CUDA calls return before their kernels do."""
+    torch.cuda.synchronize()
+    return measured(lambda: (fn(), torch.cuda.synchronize())[0])
+
+
 def _cuda_timed(fn) -> tuple[None, float]:
     """(None, seconds fn took on the GPU) by CUDA events: the kernel's time, not its launch's."""
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -70,6 +76,7 @@ class KVBench:
         if self.runner.packed_linears:  # the same linear kernels as the runner: (a) compares attention only
             adopt_linears(self.plain, self.kernels, self.runner.cpu.features)
         self.device = device
+        self.timer = _synced if device == "cuda" else measured
 
     def _kernels(self, rows: int):
         """The runner's kernel choice for a step of `rows` rows (none off the CPU)."""
@@ -105,7 +112,8 @@ class KVBench:
                 self.plain(input_ids=torch.tensor([[7]], device=self.device), cache=cache, use_cache=True)
 
         t = _interleaved({"plain": plain_step, "view8": lambda: self.runner.forward([StreamInput(view8, [7])]),
-                          "view1": lambda: self.runner.forward([StreamInput(view1, [7])])}, self.repeats, warmup=3)
+                          "view1": lambda: self.runner.forward([StreamInput(view1, [7])])}, self.repeats, warmup=3,
+                         timer=self.timer)
         progress(f"(a) decode at {per * self.blocks} tokens: view of {self.blocks} blocks {t['view8'].ms()}, "
                  f"contiguous (transformers cache) {t['plain'].ms()}")
         for v in (view8, view1):
@@ -130,10 +138,10 @@ class KVBench:
             view = View(self.store, [a, m, t], own_label="own")
             for b in (a, m, t):
                 self.store.release(b)
-            drop_s.append(measured(lambda: view.drop(m))[1])
+            drop_s.append(self.timer(lambda: view.drop(m))[1])
             # the alternative without block-local keys: recompute every token after the dropped block
             redo = View(self.store, [a], own_label="redo")
-            recompute_s.append(measured(lambda: self.runner.prefill(redo, tail))[1])
+            recompute_s.append(self.timer(lambda: self.runner.prefill(redo, tail))[1])
             for v in (view, redo):
                 v.close()
         d, r = Timing(drop_s), Timing(recompute_s)
@@ -147,7 +155,7 @@ class KVBench:
         prompt = self._block("prompt", _tokens(self.rng, 256))
         views = {n: [View(self.store, [prompt], own_label=f"s{n}") for _ in range(n)] for n in counts}
         t = _interleaved({n: lambda vs=vs: self.runner.forward([StreamInput(v, [7]) for v in vs])
-                          for n, vs in views.items()}, rounds)
+                          for n, vs in views.items()}, rounds, timer=self.timer)
         rates = {n: n / t[n].median for n in counts}
         for n in counts:
             progress(f"(c) {n} streams: {rates[n]:.1f} tokens/s (step {t[n].ms()})")
@@ -172,7 +180,7 @@ class KVBench:
                 for m in modules:
                     m(inputs[m.in_features])
 
-        t = _interleaved({rows: functools.partial(step, rows) for rows in (1, 4)}, rounds)
+        t = _interleaved({rows: functools.partial(step, rows) for rows in (1, 4)}, rounds, timer=self.timer)
         one, four = t[1], t[4]
         progress(f"(c) bound: the {len(modules)} linear layers alone, 1 row {one.ms()} vs 4 rows {four.ms()}")
         return {"linears_ms_1": one.median * 1e3, "linears_ms_4": four.median * 1e3,
