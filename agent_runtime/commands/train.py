@@ -71,8 +71,7 @@ def run(args: argparse.Namespace) -> int:
     require_cuda(args.device)
     manifests, decisions, data_hash = _data_sets(args.data)
     engine = _view_settings(manifests, args.data)
-    out = Path(args.out)
-    writable_dir(str(out.parent), "--out")
+    out = adapter_out(args.out, args.data)  # before the model loads: a bad --out costs no training
     spec = args.model or (manifests[0]["model_id"] if manifests[0]["model_id"] != EMBEDDED_MODEL_ID else None)
     loaded = load_for_cpu(spec, dtype="float32", threads=args.threads, warn=False)  # training needs float32
     if loaded.base_weight_hash != manifests[0]["model_weight_hash"]:
@@ -148,6 +147,38 @@ def _progress(bar):
     return update
 
 
+# What `train` writes into ADAPTER/ (peft's files, the manifest, the plot) and `make adapter` adds (README.md):
+# a directory holding anything else is not a previous adapter, and train will not replace it.
+ADAPTER_FILES = frozenset({"adapter_model.safetensors", "adapter_config.json", "manifest.json", "training.png",
+                           "README.md"})
+
+
+def adapter_out(out_text: str, data: list[str]) -> Path:
+    """--out as a path that train may (re)place: new, or a previous adapter, never a data set nor a folder of
+    other files (train replaces what it names, so it must only ever name what train wrote)."""
+    out = Path(out_text).expanduser()
+    resolved = out.resolve()
+    if not out.name or resolved == Path.cwd().resolve() or resolved == resolved.parent:
+        raise UserError(f"--out {out_text}: name a new directory for the adapter (e.g. --out adapters/mine), "
+                        "not the current or the root directory")
+    for d in data:
+        data_dir = Path(d).expanduser().resolve()
+        if resolved == data_dir or resolved in data_dir.parents or data_dir in resolved.parents:
+            raise UserError(f"--out {out_text} is, holds or lies inside the --data set {d}; "
+                            "write the adapter to a directory of its own")
+    if out.is_symlink() or (out.exists() and not out.is_dir()):
+        raise UserError(f"--out {out_text} exists and is not a directory; name a new directory for the adapter")
+    if out.is_dir():
+        others = sorted(p.name for p in out.iterdir() if p.name not in ADAPTER_FILES)
+        if others or not (out / "adapter_config.json").is_file():
+            shown = ", ".join(others[:3]) + (", ..." if len(others) > 3 else "")
+            raise UserError(f"--out {out_text} exists and is not an adapter from `agent-runtime train` "
+                            f"({'it holds ' + shown if others else 'no adapter_config.json'}); train replaces "
+                            "only a previous adapter: name a new directory")
+    writable_dir(str(out.parent), "--out")
+    return out
+
+
 def _write_adapter(model, out: Path, manifest: dict) -> None:
     import torch
     from safetensors.torch import load_file, save_file
@@ -162,8 +193,16 @@ def _write_adapter(model, out: Path, manifest: dict) -> None:
               weights, metadata={"format": "pt"})
     (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
     _plot(manifest["history"], tmp / "training.png", manifest)
-    shutil.rmtree(out, ignore_errors=True)
-    os.replace(tmp, out)
+    if out.is_dir():  # a previous adapter (adapter_out checked): moved aside, replaced, then removed
+        old = out.with_name(out.name + f".old{os.getpid()}")
+        os.replace(out, old)
+        os.replace(tmp, out)
+        for f in old.iterdir():
+            if f.name in ADAPTER_FILES:
+                f.unlink()
+        old.rmdir()
+    else:
+        os.replace(tmp, out)
 
 
 def _plot(history: dict, path: Path, manifest: dict) -> None:
