@@ -22,7 +22,7 @@ class BudgetConfig(_Strict):
     """Time bounds: stale frames and stale actions are dropped, never used late."""
 
     max_frame_age_ms: float = Field(250.0, gt=0)
-    # auto: 250 ms, or two decision steps where this machine's decision step is slower than 125 ms (time_bounds.py)
+    # auto: 250 ms, or two decision steps where this machine's decision step is slower than 125 ms (session/time_bounds.py)
     max_action_age_ms: float | Literal["auto"] = "auto"
     frames_in_view: int = Field(4, ge=1, le=64)
     thinker_tokens_per_paragraph: int = Field(48, ge=4, le=512)
@@ -56,7 +56,7 @@ class EngineConfig(_Strict):
     action_log_in_view: int | None = Field(0, ge=0, le=64)
     # frame lines say the side of every bearing ("imp left 3"); false: within 5 degrees "ahead", without a side
     signed_bearings: bool = True
-    # "aimed": bearings once the turn in flight is done (turning.py), objects in the order an aimer takes them, as
+    # "aimed": bearings once the turn in flight is done (control/turning.py), objects in the order an aimer takes them, as
     # the view expert labels; "seen": as the frame shows them (recordings and adapters made before this setting)
     frame_line: Literal["aimed", "seen"] = "aimed"
     # frames the action stream reads, the newest K of the budgets.frames_in_view the views hold (the view expert
@@ -84,7 +84,7 @@ class ModelConfig(_Strict):
     # a LoRA adapter directory from `agent-runtime train`, merged at load; "default": the shipped one (embedded model
     # only); "none" or None: the untrained model
     adapter: str | None = "default"
-    dtype: Literal["auto", "float32", "bfloat16"] = "auto"  # auto: the CPU path's choice (agent_runtime/cpu_path.py)
+    dtype: Literal["auto", "float32", "bfloat16"] = "auto"  # auto: the CPU path's choice (agent_runtime/model/cpu_path.py)
     threads: int | None = Field(None, ge=1, description="torch threads; None = the cores actually free")
 
 

@@ -48,10 +48,10 @@ def row(y, boxes, labels, color):
 # ONE FRAME
 fy = 8.2
 ax.text(0.2, 9.95, "ONE FRAME", fontsize=13, weight="bold", color="#1d4ed8")
-row(fy, [("ViZDoom", "envs/doom_env.py"), ("world", "sync_world.py\nlive_session.py"),
-         ("FrameStream block", "streams/frames.py"), ("scheduler", "scheduler.py"),
-         ("batched forward", "model_runner.py\nattention_kernels/"), ("ActionStream", "streams/action.py"),
-         ("executor: fence", "action_executor.py")],
+row(fy, [("ViZDoom", "envs/doom_env.py"), ("world", "session/sync_world.py\nsession/live_session.py"),
+         ("FrameStream block", "engine/streams/frames.py"), ("scheduler", "engine/scheduler.py"),
+         ("batched forward", "engine/model_runner.py\nattention_kernels/"), ("ActionStream", "engine/streams/action.py"),
+         ("executor: fence", "control/action_executor.py")],
     ["Frame", "TimedFrame\n(read_ms)", "newest, within\nmax_frame_age", "rows: frame,\ntext, decoders",
      "logits (per-block\nattention merged)", "Action(gen,\nframe)"], FRAME)
 arrow((X[6], fy + H / 2), (X[1], fy + H / 2), "world.hold(buttons, tics)   —   stale generation or frame age: fenced, never run",
@@ -62,11 +62,11 @@ vy = 4.3
 ax.text(0.2, 5.55, "ONE SPOKEN COMMAND", fontsize=13, weight="bold", color="#15803d")
 row(vy, [("mic", "voice/audio_io.py\nvoice/voice_io.py"), ("VAD", "voice/vad.py"),
          ("recognizer", "voice/recognizer.py"), ("barge-in", "voice/barge_in.py"),
-         ("user_inputs", "user_inputs.py"), ("session loop", "session_loop.py"),
+         ("user_inputs", "control/user_inputs.py"), ("session loop", "session/session_loop.py"),
          ("direct action", "push_user_text()")],
     ["32 ms blocks\n(listener thread)", "speech +\npre-roll", "Hypothesis\n(command)", "VoiceCommand\n(queued)",
      "UserInput(text,\ncommand)", "command on\nnewest frame"], VOICE)
-box(X[3], 6.1, "engine user stream", "streams/text_in.py", VOICE, w=2.4, h=0.9)
+box(X[3], 6.1, "engine user stream", "engine/streams/text_in.py", VOICE, w=2.4, h=0.9)
 arrow((X[5] - 0.4, vy + H / 2), (X[3] + 1.2, 6.1), "text")
 arrow((X[3], 6.55), (X[3], fy - H / 2), "'user' section, same forward",
       at=(8.95, 6.85), color="#15803d", ls="--", ha="left")
@@ -75,8 +75,8 @@ arrow((X[6], vy + H / 2), (X[6], fy - H / 2), "new generation,\nnever age-fenced
 # ONE INTERRUPTION: the generation bump, delivered in order
 by = 1.9
 ax.text(0.2, 2.75, "INTERRUPTION", fontsize=13, weight="bold", color="#b91c1c")
-box(X[3], by, "generation.bump()", "generation.py", BUMP)
-for i, (title, files) in enumerate([("1 engine", "multistream_agent.py"), ("2 TTS", "voice/tts.py"),
+box(X[3], by, "generation.bump()", "session/generation.py", BUMP)
+for i, (title, files) in enumerate([("1 engine", "engine/multistream_agent.py"), ("2 TTS", "voice/tts.py"),
                                     ("3 playback", "voice/playback.py")]):
     box(X[4 + i], 0.55, title, files, BUMP, h=0.95)
     arrow((X[3] + W / 2, by - 0.2), (X[4 + i] - 0.5, 0.55 + 0.48), color="#b91c1c")

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from agent_runtime.config import BudgetConfig, RunConfig
-from agent_runtime.runtime import Runtime
-from agent_runtime.model_loader import load_model
+from agent_runtime.session.runtime import Runtime
+from agent_runtime.model.model_loader import load_model
 from envs.doom_env import DoomEnv
 
 _LOADED = {}

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from agent_runtime.clocks import FixedCost
+from agent_runtime.session.clocks import FixedCost
 from agent_runtime.config import BudgetConfig, load_config
 from agent_runtime.errors import UserError
-from agent_runtime.llm_episode import run_llm_episode
-from agent_runtime.time_bounds import ACTION_AGE_FLOOR_MS, FRAME_TOKENS, PROMPT_TOKENS, TimeBounds, auto_action_age_ms
+from agent_runtime.session.llm_episode import run_llm_episode
+from agent_runtime.session.time_bounds import ACTION_AGE_FLOOR_MS, FRAME_TOKENS, PROMPT_TOKENS, TimeBounds, auto_action_age_ms
 from envs.doom_env import DoomEnv
 from tests.engine_rig import make_runtime
 

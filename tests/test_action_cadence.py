@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import pytest
 
-from agent_runtime.action_grammar import ActionGrammar, CommandScorer
-from agent_runtime.clocks import FixedCost
-from agent_runtime.events import EventBus
-from agent_runtime.generation import SessionGeneration
-from agent_runtime.llm_episode import run_llm_episode
-from agent_runtime.multistream_agent import MultiStreamAgent
-from agent_runtime.sync_world import TimedFrame
+from agent_runtime.control.action_grammar import ActionGrammar, CommandScorer
+from agent_runtime.session.clocks import FixedCost
+from agent_runtime.session.events import EventBus
+from agent_runtime.session.generation import SessionGeneration
+from agent_runtime.session.llm_episode import run_llm_episode
+from agent_runtime.engine.multistream_agent import MultiStreamAgent
+from agent_runtime.session.sync_world import TimedFrame
 from envs.doom_env import DoomEnv
 from tests.engine_rig import make_runtime, tiny_loaded
 
@@ -103,7 +103,7 @@ def _count(tokens: list[int], part: list[int]) -> int:
 
 @pytest.mark.parametrize("log", [0, 1, 2, None])
 def test_the_action_view_reads_as_many_of_its_past_decisions_as_configured(log):
-    from agent_runtime.prompts import ACTION_PROMPT
+    from agent_runtime.engine.prompts import ACTION_PROMPT
 
     with DoomEnv("defend_the_center", seed=3) as env:
         runtime = make_runtime(env, max_action_age_ms=1000.0, engine={"action_log_in_view": log})
@@ -124,7 +124,7 @@ def test_the_previous_command_sits_whole_after_its_own_prompt_even_when_the_next
     """Cadence "frame" decides on every step, so a command's tokens cannot wait for an idle step to be fed: they
     must still land after their own prompt in the action log, not at the head of the next decision's block (where
     the view would read them as part of the newest frame line)."""
-    from agent_runtime.prompts import ACTION_PROMPT
+    from agent_runtime.engine.prompts import ACTION_PROMPT
 
     with DoomEnv("defend_the_center", seed=3) as env:
         runtime = make_runtime(env, max_action_age_ms=1000.0,

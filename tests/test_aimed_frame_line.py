@@ -7,10 +7,10 @@ from dataclasses import replace
 
 import pytest
 
-from agent_runtime.clocks import FixedCost, SessionClock
-from agent_runtime.sync_world import SyncWorld
+from agent_runtime.session.clocks import FixedCost, SessionClock
+from agent_runtime.session.sync_world import SyncWorld
 from agent_runtime.training.expert_labeler import ViewExpert
-from agent_runtime.turning import TurnInFlight, TurnModel
+from agent_runtime.control.turning import TurnInFlight, TurnModel
 from envs.doom_env import DoomEnv
 from envs.frame import ObjectLabel
 from envs.observation_text import encode_seen

@@ -8,7 +8,7 @@ import time
 import numpy as np
 import pytest
 
-from agent_runtime.baseline_policies import RandomPolicy, ScriptedAimPolicy, make_policy, run_baseline_episode
+from agent_runtime.policies.baseline_policies import RandomPolicy, ScriptedAimPolicy, make_policy, run_baseline_episode
 from envs.doom_env import DoomEnv
 from envs.frame import Frame, ObjectLabel
 

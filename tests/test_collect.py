@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from agent_runtime.errors import UserError
-from agent_runtime.model_loader import load_tokenizer
-from agent_runtime.prompts import ACTION_PROMPT, FRAME_PREFIX
+from agent_runtime.model.model_loader import load_tokenizer
+from agent_runtime.engine.prompts import ACTION_PROMPT, FRAME_PREFIX
 from agent_runtime.training.decision_log import DECISIONS, EPISODES, complete_bytes, parse_decisions
 
 REPO = Path(__file__).resolve().parent.parent
@@ -120,11 +120,11 @@ def _contains(tokens: list[int], part: list[int]) -> bool:
 def test_the_dagger_mix_executes_and_logs_the_experts_command_or_the_models(expert_acts):
     """--expert-acts 1: every decision executes the expert's command (hold included), and the action log says what
     was done (the next view reads it); 0: the model's commands, the expert labels."""
-    from agent_runtime.action_grammar import CommandScorer
-    from agent_runtime.clocks import FixedCost
-    from agent_runtime.events import EventBus
-    from agent_runtime.llm_episode import run_llm_episode
-    from agent_runtime.prompts import ACTION_PROMPT
+    from agent_runtime.control.action_grammar import CommandScorer
+    from agent_runtime.session.clocks import FixedCost
+    from agent_runtime.session.events import EventBus
+    from agent_runtime.session.llm_episode import run_llm_episode
+    from agent_runtime.engine.prompts import ACTION_PROMPT
     from agent_runtime.training.expert_labeler import ExpertLabeler
     from envs.doom_env import DoomEnv
     from tests.engine_rig import make_runtime

@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from agent_runtime import cpu_path as cp
+from agent_runtime.model import cpu_path as cp
 from agent_runtime.errors import UserError
 
 pytestmark = pytest.mark.cpu_sensitive
@@ -119,7 +119,7 @@ def test_real_probe_measures_every_eligible_kernel_and_is_cached_and_rebuilt_whe
 
 
 def test_auto_dtype_loads_the_precision_the_path_chose(cache):
-    from agent_runtime.model_loader import load_for_cpu
+    from agent_runtime.model.model_loader import load_for_cpu
 
     loaded = load_for_cpu("tiny:llama", threads=1, tokenizer=False, announce=False)
     assert next(loaded.model.parameters()).dtype == {"float32": torch.float32, "bfloat16": torch.bfloat16}[loaded.cpu.dtype]

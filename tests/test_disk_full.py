@@ -20,9 +20,9 @@ import psutil
 import pytest
 
 from agent_runtime.config import load_config
-from agent_runtime.generation import SessionGeneration
-from agent_runtime.live_session import run_live
-from agent_runtime.runtime import Runtime
+from agent_runtime.session.generation import SessionGeneration
+from agent_runtime.session.live_session import run_live
+from agent_runtime.session.runtime import Runtime
 from agent_runtime.recording.episode_recorder import episode_manifest
 from agent_runtime.recording.live_recordings import LiveRecordings
 from agent_runtime.recording.recording import Recording

@@ -9,18 +9,18 @@ import psutil
 import pytest
 import torch
 
-from agent_runtime.action_executor import Action, ActionExecutor
-from agent_runtime.action_grammar import Command, CommandScorer
-from agent_runtime.clocks import FixedCost
-from agent_runtime.events import EventBus
-from agent_runtime.generation import SessionGeneration
-from agent_runtime.llm_episode import run_llm_episode
-from agent_runtime.model_runner import StreamInput
-from agent_runtime.multistream_agent import MultiStreamAgent
-from agent_runtime.time_bounds import TimeBounds
-from agent_runtime.sync_world import SyncWorld, TimedFrame
-from agent_runtime.clocks import SessionClock
-from agent_runtime.view import View
+from agent_runtime.control.action_executor import Action, ActionExecutor
+from agent_runtime.control.action_grammar import Command, CommandScorer
+from agent_runtime.session.clocks import FixedCost
+from agent_runtime.session.events import EventBus
+from agent_runtime.session.generation import SessionGeneration
+from agent_runtime.session.llm_episode import run_llm_episode
+from agent_runtime.engine.model_runner import StreamInput
+from agent_runtime.engine.multistream_agent import MultiStreamAgent
+from agent_runtime.session.time_bounds import TimeBounds
+from agent_runtime.session.sync_world import SyncWorld, TimedFrame
+from agent_runtime.session.clocks import SessionClock
+from agent_runtime.engine.view import View
 from envs.doom_env import DoomEnv
 from tests.engine_rig import ActRecorder, make_runtime
 
@@ -98,7 +98,7 @@ def test_a_generation_bump_abandons_the_decision_in_progress(env):
 def test_only_valid_commands_reach_the_env(env, mode, monkeypatch):
     recorder = ActRecorder(env)
     runtime = make_runtime(env, max_action_age_ms=1000.0)
-    import agent_runtime.llm_episode as llm_episode
+    import agent_runtime.session.llm_episode as llm_episode
 
     original = llm_episode.MultiStreamAgent
     monkeypatch.setattr(llm_episode, "MultiStreamAgent",

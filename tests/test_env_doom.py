@@ -142,7 +142,7 @@ def test_reward_and_kills_accumulate(sync_env):
 
 def test_an_episode_ended_by_a_kill_counts_the_tics_it_lasted():
     """ViZDoom resets its clock when basic ends by a kill (it read -14 tics played); the count must stay true."""
-    from agent_runtime.baseline_policies import make_policy, run_baseline_episode
+    from agent_runtime.policies.baseline_policies import make_policy, run_baseline_episode
 
     with DoomEnv("basic", seed=0) as env:
         result = run_baseline_episode(env, make_policy("expert", env.buttons))

@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agent_runtime.action_grammar import NOOP
-from agent_runtime.baseline_policies import make_policy, run_baseline_episode
-from agent_runtime.expert_policy import (
+from agent_runtime.control.action_grammar import NOOP
+from agent_runtime.policies.baseline_policies import make_policy, run_baseline_episode
+from agent_runtime.policies.expert_policy import (
     FIRE_HOLD_TICS,
     FORWARD_THRUST,
     FRICTION,

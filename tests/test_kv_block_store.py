@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from agent_runtime.errors import CapacityError
-from agent_runtime.kv_block_store import KVBlockStore
-from agent_runtime.view import View
+from agent_runtime.engine.kv_block_store import KVBlockStore
+from agent_runtime.engine.view import View
 
 
 def make_store(capacity=64, page=4):

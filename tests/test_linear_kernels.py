@@ -9,12 +9,12 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from agent_runtime.cpu_path import KernelTable, detect_features, onednn_available
-from agent_runtime.kv_block_store import KVBlockStore
-from agent_runtime.linear_kernels import CpuLinear, adopt_linears, step_kernels
-from agent_runtime.model_loader import load_model
-from agent_runtime.model_runner import ModelRunner, StreamInput
-from agent_runtime.view import View
+from agent_runtime.model.cpu_path import KernelTable, detect_features, onednn_available
+from agent_runtime.engine.kv_block_store import KVBlockStore
+from agent_runtime.model.linear_kernels import CpuLinear, adopt_linears, step_kernels
+from agent_runtime.model.model_loader import load_model
+from agent_runtime.engine.model_runner import ModelRunner, StreamInput
+from agent_runtime.engine.view import View
 
 pytestmark = pytest.mark.cpu_sensitive
 

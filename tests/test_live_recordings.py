@@ -1,10 +1,10 @@
 """A timed live session that plays several episodes records every one in its own replayable directory."""
 
 from agent_runtime.config import load_config
-from agent_runtime.generation import SessionGeneration
-from agent_runtime.live_session import run_live
-from agent_runtime.runtime import Runtime
-from agent_runtime.model_loader import load_model
+from agent_runtime.session.generation import SessionGeneration
+from agent_runtime.session.live_session import run_live
+from agent_runtime.session.runtime import Runtime
+from agent_runtime.model.model_loader import load_model
 from agent_runtime.recording.episode_recorder import episode_manifest
 from agent_runtime.recording.live_recordings import LiveRecordings
 from agent_runtime.recording.recording import Recording

@@ -6,12 +6,12 @@ import time
 
 import numpy as np
 
-from agent_runtime.clocks import FixedCost
-from agent_runtime.generation import SessionGeneration
-from agent_runtime.live_session import run_live
-from agent_runtime.multistream_agent import MultiStreamAgent
-from agent_runtime.sync_world import SyncWorld, TimedFrame
-from agent_runtime.clocks import SessionClock
+from agent_runtime.session.clocks import FixedCost
+from agent_runtime.session.generation import SessionGeneration
+from agent_runtime.session.live_session import run_live
+from agent_runtime.engine.multistream_agent import MultiStreamAgent
+from agent_runtime.session.sync_world import SyncWorld, TimedFrame
+from agent_runtime.session.clocks import SessionClock
 from agent_runtime.recording.episode_recorder import EpisodeRecording
 from agent_runtime.recording.manifest import Manifest
 from agent_runtime.recording.recording import Recording

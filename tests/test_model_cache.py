@@ -13,7 +13,7 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from agent_runtime.model_loader import CACHE_MANIFEST, _seal_cache, cache_problem, embedded_model_dir
+from agent_runtime.model.model_loader import CACHE_MANIFEST, _seal_cache, cache_problem, embedded_model_dir
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -50,7 +50,7 @@ def test_a_truncated_real_cache_is_rebuilt_with_one_line_and_the_same_weights(tm
     weights = copy / "model.safetensors"
     with open(weights, "r+b") as f:
         f.truncate(weights.stat().st_size // 2)
-    code = ("from agent_runtime.model_loader import load_model; "
+    code = ("from agent_runtime.model.model_loader import load_model; "
             "print(load_model(None, dtype='float32', tokenizer=False).weight_hash)")
     env = {**os.environ, "DOOM_AGENT_CACHE": str(tmp_path), "PYTHONPATH": str(REPO)}
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)

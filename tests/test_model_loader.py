@@ -5,10 +5,10 @@ import os
 import pytest
 
 from agent_runtime.errors import UserError
-from agent_runtime.kv_block_store import KVBlockStore
-from agent_runtime.cpu_path import free_cores
-from agent_runtime.model_loader import load_model
-from agent_runtime.model_runner import ModelRunner
+from agent_runtime.engine.kv_block_store import KVBlockStore
+from agent_runtime.model.cpu_path import free_cores
+from agent_runtime.model.model_loader import load_model
+from agent_runtime.engine.model_runner import ModelRunner
 
 
 def test_missing_path_non_gguf_file_and_directory_without_config_are_clear_errors(tmp_path):
@@ -29,7 +29,7 @@ def test_missing_path_non_gguf_file_and_directory_without_config_are_clear_error
 def test_a_saved_safetensors_directory_loads_with_the_same_weights(tmp_path):
     tiny = load_model("tiny:qwen3", dtype="float32", tokenizer=False, seed=4)
     tiny.model.save_pretrained(tmp_path)
-    from agent_runtime.model_loader import load_tokenizer
+    from agent_runtime.model.model_loader import load_tokenizer
 
     load_tokenizer().save_pretrained(tmp_path)
     again = load_model(str(tmp_path), dtype="float32")
@@ -42,7 +42,7 @@ def test_gemma3_is_refused_with_a_clear_unsupported_error():
 
     config = Gemma3TextConfig(vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                               num_attention_heads=2, num_key_value_heads=1, head_dim=32, sliding_window=16)
-    from agent_runtime.model_loader import LoadedModel
+    from agent_runtime.model.model_loader import LoadedModel
 
     loaded = LoadedModel(AutoModelForCausalLM.from_config(config), None, "tiny-gemma3", "")
     store = KVBlockStore.for_model(config, capacity_tokens=256)
@@ -67,7 +67,7 @@ def test_tiny_weights_are_the_same_with_and_without_simd():
 
     here = load_model("tiny:llama", dtype="bfloat16", tokenizer=False, seed=3).weight_hash
     assert load_model("tiny:llama", dtype="bfloat16", tokenizer=False, seed=4).weight_hash != here
-    code = ("from agent_runtime.model_loader import load_model; "
+    code = ("from agent_runtime.model.model_loader import load_model; "
             "print(load_model('tiny:llama', dtype='bfloat16', tokenizer=False, seed=3).weight_hash)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                           env={**os.environ, "ATEN_CPU_CAPABILITY": "default"}, cwd=os.path.dirname(os.path.dirname(__file__)))

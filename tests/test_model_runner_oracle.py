@@ -7,10 +7,10 @@ import random
 import pytest
 import torch
 
-from agent_runtime.kv_block_store import KVBlockStore
-from agent_runtime.model_loader import load_model
-from agent_runtime.model_runner import ModelRunner, StreamInput
-from agent_runtime.view import View
+from agent_runtime.engine.kv_block_store import KVBlockStore
+from agent_runtime.model.model_loader import load_model
+from agent_runtime.engine.model_runner import ModelRunner, StreamInput
+from agent_runtime.engine.view import View
 from tests.oracle import HFOracle
 
 pytestmark = pytest.mark.cpu_sensitive  # `make test` runs it again on the forced AVX2 path

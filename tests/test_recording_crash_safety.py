@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 WRITER = """
 import sys, time
-from agent_runtime.events import EventBus
+from agent_runtime.session.events import EventBus
 from agent_runtime.recording.event_log import EventLogWriter
 from agent_runtime.recording.wav_writer import WavWriter
 import numpy as np

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agent_runtime.errors import UserError
-from agent_runtime.events import Event, EventBus
+from agent_runtime.session.events import Event, EventBus
 from agent_runtime.recording.event_log import EventLogWriter, parse_event_log, read_event_log
 from agent_runtime.recording.manifest import FORMAT_VERSION, Manifest
 from agent_runtime.recording.wav_writer import WavWriter

@@ -15,7 +15,7 @@ import pytest
 
 from agent_runtime.config import RunConfig
 from agent_runtime.errors import UserError
-from agent_runtime.events import EventBus
+from agent_runtime.session.events import EventBus
 from agent_runtime.recording.manifest import Manifest
 from agent_runtime.recording.episode_recorder import EpisodeRecording
 from agent_runtime.recording.recording import Recording, screen_hash

@@ -13,15 +13,15 @@ import time
 import numpy as np
 import pytest
 
-from agent_runtime.clocks import FixedCost
-from agent_runtime.events import EventBus
-from agent_runtime.generation import SessionGeneration
-from agent_runtime.live_session import TypedCommands, run_live
-from agent_runtime.llm_episode import run_llm_episode
+from agent_runtime.session.clocks import FixedCost
+from agent_runtime.session.events import EventBus
+from agent_runtime.session.generation import SessionGeneration
+from agent_runtime.session.live_session import TypedCommands, run_live
+from agent_runtime.session.llm_episode import run_llm_episode
 from agent_runtime.recording.episode_recorder import EpisodeRecording
 from agent_runtime.recording.manifest import Manifest
 from agent_runtime.recording.recording import Recording
-from agent_runtime.streams.text_in import MAX_PENDING_TYPED_LINES, MAX_USER_TEXT_CHARS, MAX_USER_TOKENS
+from agent_runtime.engine.streams.text_in import MAX_PENDING_TYPED_LINES, MAX_USER_TEXT_CHARS, MAX_USER_TOKENS
 from agent_runtime.voice.recognizer import Hypothesis, ListeningPipeline, UtteranceCut
 from agent_runtime.voice.vad import SpeechStopped
 from agent_runtime.voice.voice_io import MAX_QUEUED_MIC_BLOCKS, VoiceIO

@@ -9,10 +9,10 @@ REPO = Path(__file__).resolve().parent.parent
 
 SCRIPT = """
 import random, torch
-from agent_runtime.kv_block_store import KVBlockStore
-from agent_runtime.model_loader import load_model
-from agent_runtime.model_runner import ModelRunner, StreamInput
-from agent_runtime.view import View
+from agent_runtime.engine.kv_block_store import KVBlockStore
+from agent_runtime.model.model_loader import load_model
+from agent_runtime.engine.model_runner import ModelRunner, StreamInput
+from agent_runtime.engine.view import View
 
 loaded = load_model("tiny:llama", dtype="float32", tokenizer=False, seed=2)
 rng = random.Random(0)

@@ -8,10 +8,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from agent_runtime.generation import SessionGeneration
-from agent_runtime.model_loader import load_model
-from agent_runtime.sequential_agent import SequentialAgent
-from agent_runtime.sync_world import TimedFrame
+from agent_runtime.session.generation import SessionGeneration
+from agent_runtime.model.model_loader import load_model
+from agent_runtime.policies.sequential_agent import SequentialAgent
+from agent_runtime.session.sync_world import TimedFrame
 from agent_runtime.training.command_scores import Candidates, candidate_scores
 from envs.doom_env import DoomEnv
 from tests.engine_rig import make_runtime

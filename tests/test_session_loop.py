@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import io
 
-from agent_runtime.clocks import FixedCost
-from agent_runtime.events import EventBus
-from agent_runtime.live_session import TypedCommands, run_live
-from agent_runtime.llm_episode import run_llm_episode
+from agent_runtime.session.clocks import FixedCost
+from agent_runtime.session.events import EventBus
+from agent_runtime.session.live_session import TypedCommands, run_live
+from agent_runtime.session.llm_episode import run_llm_episode
 from envs.doom_env import DoomEnv
 from tests.engine_rig import make_runtime
 

@@ -8,9 +8,11 @@ import json
 import pytest
 import torch
 
-from agent_runtime import adapters, model_loader
-from agent_runtime.adapters import SHIPPED_ADAPTER, SHIPPED_BY_SCENARIO, resolve_adapter, shipped_adapter
-from agent_runtime.model_loader import cache_dir, load_model
+from agent_runtime.model import adapters
+
+from agent_runtime.model import model_loader
+from agent_runtime.model.adapters import SHIPPED_ADAPTER, SHIPPED_BY_SCENARIO, resolve_adapter, shipped_adapter
+from agent_runtime.model.model_loader import cache_dir, load_model
 
 SHIPPED = {"defend_the_center": SHIPPED_ADAPTER, **SHIPPED_BY_SCENARIO}
 
@@ -40,7 +42,7 @@ def test_each_shipped_adapter_is_small_and_names_the_weights_data_and_views_it_w
     assert manifest["train_decisions"] > 250 and manifest["held_out_decisions"] > 25
     assert manifest["block_masks"] is True  # scored in training as the engine attends (else it plays near chance)
     # it learned from views written as the default config writes them (no warning on `make demo`)
-    from agent_runtime.adapters import VIEW_SETTINGS
+    from agent_runtime.model.adapters import VIEW_SETTINGS
     from agent_runtime.config import load_config
 
     engine = load_config().engine

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_runtime.events import EventBus
+from agent_runtime.session.events import EventBus
 from agent_runtime.recording.episode_recorder import EpisodeRecording
 from agent_runtime.recording.manifest import Manifest
 

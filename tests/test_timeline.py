@@ -6,7 +6,7 @@ import cv2
 import pytest
 
 from agent_runtime.errors import UserError
-from agent_runtime.events import Event
+from agent_runtime.session.events import Event
 from agent_runtime.recording.timeline import render_timeline, session_times
 
 

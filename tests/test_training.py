@@ -15,14 +15,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from agent_runtime.action_grammar import ActionGrammar, CommandScorer
+from agent_runtime.control.action_grammar import ActionGrammar, CommandScorer
 from agent_runtime.errors import UserError
-from agent_runtime.kv_block_store import KVBlockStore
-from agent_runtime.model_loader import load_model
-from agent_runtime.model_runner import ModelRunner, StreamInput
+from agent_runtime.engine.kv_block_store import KVBlockStore
+from agent_runtime.model.model_loader import load_model
+from agent_runtime.engine.model_runner import ModelRunner, StreamInput
 from agent_runtime.training.command_scores import Candidates, candidate_scores
 from agent_runtime.training.lora_trainer import Example, TrainSettings, balanced_batches, eval_sample, evaluate, train, with_adapters
-from agent_runtime.view import View
+from agent_runtime.engine.view import View
 
 REPO = Path(__file__).resolve().parent.parent
 # MOVE_LEFT/RIGHT say "step left"/"step right" beside TURN_LEFT/RIGHT: two-token commands with a shared branch

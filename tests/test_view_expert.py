@@ -6,7 +6,7 @@ from __future__ import annotations
 import collections
 from dataclasses import replace
 
-from agent_runtime.expert_policy import FIRE_HOLD_TICS, TurnModel
+from agent_runtime.policies.expert_policy import FIRE_HOLD_TICS, TurnModel
 from agent_runtime.training.expert_labeler import ViewExpert
 from envs.doom_env import DoomEnv
 from envs.frame import ObjectLabel

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from agent_runtime.generation import SessionGeneration
+from agent_runtime.session.generation import SessionGeneration
 from agent_runtime.voice.audio_io import RecordingSpeaker
 from agent_runtime.voice.barge_in import ONSET_CUES, BargeInController
 from agent_runtime.voice.playback import PlaybackBuffer

@@ -12,9 +12,9 @@ import time
 import numpy as np
 import pytest
 
-from agent_runtime.generation import SessionGeneration
-from agent_runtime.live_session import run_live
-from agent_runtime.events import EventBus
+from agent_runtime.session.generation import SessionGeneration
+from agent_runtime.session.live_session import run_live
+from agent_runtime.session.events import EventBus
 from agent_runtime.recording.episode_recorder import EpisodeRecording
 from agent_runtime.recording.manifest import Manifest
 from agent_runtime.recording.recording import Recording

@@ -7,7 +7,7 @@ import time
 import numpy as np
 import pytest
 
-from agent_runtime.generation import SessionGeneration
+from agent_runtime.session.generation import SessionGeneration
 from agent_runtime.voice.audio_io import RecordingSpeaker
 from agent_runtime.voice.playback import PlaybackBuffer
 from agent_runtime.voice.tts import EspeakTts, SpeechChunk, TtsWorker

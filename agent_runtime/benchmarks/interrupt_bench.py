@@ -12,7 +12,7 @@ import numpy as np
 
 from agent_runtime.benchmarks.measure import Timing, progress as default_progress, shown, stats
 from agent_runtime.benchmarks.scripted_voice import BargeInTrial, measure, open_voice, speak, synthesize_phrases, wait_until
-from agent_runtime.events import EventBus, Kind
+from agent_runtime.session.events import EventBus, Kind
 from agent_runtime.percentiles import percentile
 from agent_runtime.voice.voice_io import MIC_BLOCK, MIC_RATE, SPEAKER_BLOCK
 

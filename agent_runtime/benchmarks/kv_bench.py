@@ -20,12 +20,12 @@ import torch.nn.functional as F
 from attention_kernels.view_layout import ViewLayout
 
 from agent_runtime.benchmarks.measure import Timing, progress, save_figure, subplots
-from agent_runtime.clocks import measured
-from agent_runtime.kv_block_store import KVBlockStore
-from agent_runtime.model_loader import LoadedModel
-from agent_runtime.model_runner import ModelRunner, StreamInput
-from agent_runtime.linear_kernels import adopt_linears, step_kernels
-from agent_runtime.view import View
+from agent_runtime.session.clocks import measured
+from agent_runtime.engine.kv_block_store import KVBlockStore
+from agent_runtime.model.model_loader import LoadedModel
+from agent_runtime.engine.model_runner import ModelRunner, StreamInput
+from agent_runtime.model.linear_kernels import adopt_linears, step_kernels
+from agent_runtime.engine.view import View
 
 
 def _tokens(rng: random.Random, n: int) -> list[int]:

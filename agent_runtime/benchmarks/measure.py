@@ -28,7 +28,7 @@ def machine_info(model_id: str, threads: int, clock: str, device: str = "cpu", c
     """What every benchmark prints first and stores: the machine, and the CPU path it decided (`cpu`)."""
     import torch
 
-    from agent_runtime.cpu_path import allowed_cores
+    from agent_runtime.model.cpu_path import allowed_cores
 
     return {
         "cpu": (cpu.features.model_name if cpu is not None else "") or platform.processor() or platform.machine(),

@@ -11,7 +11,7 @@ from pathlib import Path
 import psutil
 
 from agent_runtime.benchmarks.measure import progress, save_figure, subplots
-from agent_runtime.llm_episode import run_llm_episode
+from agent_runtime.session.llm_episode import run_llm_episode
 
 
 def run_memory_soak(env, runtime, *, frames: int, fixed_cost=None) -> dict:

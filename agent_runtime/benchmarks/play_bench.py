@@ -64,8 +64,8 @@ class PlayBenchJob:
     def _build(self, loaded, config) -> None:
         """The runtimes the model agents play on: "trained" on `loaded`, "untrained" on the same weights without
         the adapter (loaded only when one is merged and multi_stream_untrained plays)."""
-        from agent_runtime.model_loader import load_model
-        from agent_runtime.runtime import Runtime
+        from agent_runtime.model.model_loader import load_model
+        from agent_runtime.session.runtime import Runtime
         from envs.doom_env import DoomEnv
 
         self.env, self.runtimes = DoomEnv(self.args.scenario, seed=self.args.seed), {}
@@ -78,9 +78,9 @@ class PlayBenchJob:
 
     def play(self, task) -> dict:
         """Episode i of one agent on seed + i; a player without a model plays on a fresh engine seeded alike."""
-        from agent_runtime.baseline_policies import make_policy, run_baseline_episode
-        from agent_runtime.llm_episode import run_llm_episode
-        from agent_runtime.sequential_agent import run_sequential_episode
+        from agent_runtime.policies.baseline_policies import make_policy, run_baseline_episode
+        from agent_runtime.session.llm_episode import run_llm_episode
+        from agent_runtime.policies.sequential_agent import run_sequential_episode
         from envs.doom_env import DoomEnv
 
         index, name = task.key

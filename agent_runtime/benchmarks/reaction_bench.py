@@ -53,7 +53,7 @@ class ReactionBenchJob(PlayBenchJob):
     command = "bench reaction"
 
     def _build(self, loaded, config) -> None:
-        from agent_runtime.runtime import Runtime
+        from agent_runtime.session.runtime import Runtime
 
         runtime = Runtime.open(config, loaded=loaded, scenario=self.args.scenario, env_seed=self.args.seed,
                                device=self.args.device)

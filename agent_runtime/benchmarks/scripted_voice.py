@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from agent_runtime.generation import SessionGeneration
+from agent_runtime.session.generation import SessionGeneration
 from agent_runtime.voice.audio_io import ArrayMicrophone, RecordingSpeaker, resample
 from agent_runtime.voice.voice_io import MIC_BLOCK, MIC_RATE, SPEAKER_BLOCK, SPEAKER_RATE, VoiceIO
 

@@ -20,8 +20,8 @@ from agent_runtime import signals
 from agent_runtime.benchmarks.measure import progress, save_figure, shown, stats, subplots
 from agent_runtime.benchmarks.scripted_voice import (BargeInTrial, BlockSpeaker, ScriptedMicrophone, measure, open_voice,
                                                      speak, synthesize_phrases, wait_until)
-from agent_runtime.events import EventBus, Kind
-from agent_runtime.live_session import run_live
+from agent_runtime.session.events import EventBus, Kind
+from agent_runtime.session.live_session import run_live
 from agent_runtime.percentiles import percentile
 from agent_runtime.voice.voice_io import MIC_RATE, VoiceIO
 

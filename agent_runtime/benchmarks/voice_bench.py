@@ -8,9 +8,9 @@ from __future__ import annotations
 import numpy as np
 
 from agent_runtime.benchmarks.measure import progress, stats
-from agent_runtime.events import EventBus, Kind
-from agent_runtime.generation import SessionGeneration
-from agent_runtime.live_session import run_live
+from agent_runtime.session.events import EventBus, Kind
+from agent_runtime.session.generation import SessionGeneration
+from agent_runtime.session.live_session import run_live
 from agent_runtime.voice.audio_io import resample
 from agent_runtime.voice.tts import EspeakTts
 from agent_runtime.voice.voice_commands import PHRASES, command_to_buttons

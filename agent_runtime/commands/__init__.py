@@ -69,7 +69,7 @@ def at_least(args, minimum: int, *flags: str) -> None:
 
 def fixed_cost(args):
     """The FixedCost clock with --fixed-cost, else None (steps cost their measured compute time)."""
-    from agent_runtime.clocks import FixedCost
+    from agent_runtime.session.clocks import FixedCost
 
     return FixedCost() if args.fixed_cost else None
 

@@ -99,9 +99,9 @@ def load_bench_model(args, *, clock: str | None = None, device: str = "cpu", hea
     """Threads (--threads), model and the machine header every benchmark prints first (a Ray worker's: the driver
     prints it). clock None: the episode benches', a fixed cost per token or the measured step time; threads: the
     CPUs Ray reserved for a worker (default --threads)."""
-    from agent_runtime.adapters import DEFAULT
+    from agent_runtime.model.adapters import DEFAULT
     from agent_runtime.benchmarks.measure import machine_info, print_header
-    from agent_runtime.model_loader import load_for_cpu
+    from agent_runtime.model.model_loader import load_for_cpu
 
     require_cuda(device)
     adapter = (args.adapter or DEFAULT) if hasattr(args, "adapter") else None  # kv and memory measure no skill
@@ -118,7 +118,7 @@ def load_bench_model(args, *, clock: str | None = None, device: str = "cpu", hea
 def _open_runtime(args, loaded, *, env_seed: int, clock: str | None = None):
     """The runtime a bench plays on, its env opened on --scenario (clock None: the headless sync one)."""
     from agent_runtime.config import load_config
-    from agent_runtime.runtime import Runtime
+    from agent_runtime.session.runtime import Runtime
 
     config = load_config(scenario=args.scenario, clock=clock)
     return Runtime.open(config, loaded=loaded, scenario=args.scenario, env_seed=env_seed, clock=clock or "sync")

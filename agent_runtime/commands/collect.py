@@ -36,7 +36,7 @@ def open_runtime(args, threads: int | None, *, announce: bool = True):
     """The runtime collect plays on and the data set's manifest for it: here, or on a Ray worker (`threads`: the
     CPUs Ray reserved for it)."""
     from agent_runtime.config import load_config
-    from agent_runtime.runtime import Runtime
+    from agent_runtime.session.runtime import Runtime
 
     config = load_config(args.config, scenario=args.scenario, seed=args.seed)
     runtime = Runtime.open(config, model=args.model, threads=threads, adapter=args.adapter, env_seed=args.seed,
@@ -84,8 +84,8 @@ def run(args: argparse.Namespace) -> int:
 
 def collect_episode(runtime, log, index: int, args) -> dict:
     """Play episode `index`, its decisions labelled into `log` (anything with add(decision)); returns its summary."""
-    from agent_runtime.events import EventBus
-    from agent_runtime.llm_episode import run_llm_episode
+    from agent_runtime.session.events import EventBus
+    from agent_runtime.session.llm_episode import run_llm_episode
     from agent_runtime.training.expert_labeler import ExpertLabeler
 
     env, seed = runtime.env, args.seed + index

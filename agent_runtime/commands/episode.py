@@ -227,7 +227,7 @@ class _BaselinePlayer:
                                 max_tics=self.args.max_tics, lag_tics=self.args.lag_tics)
 
     def play(self, env, seed: int, recording) -> dict:
-        from agent_runtime.baseline_policies import make_policy, run_baseline_episode
+        from agent_runtime.policies.baseline_policies import make_policy, run_baseline_episode
         from agent_runtime.recording.episode_recorder import RecordedEnv
 
         policy = make_policy(self.args.policy, env.buttons, seed=seed, screen_width=env.resolution[1])
@@ -239,9 +239,9 @@ class _ModelPlayer:
     """llm / sequential / no_think: the model is loaded once; each episode plays on its own DoomEnv."""
 
     def __init__(self, args, config, env, user_texts: dict[int, str]):
-        from agent_runtime.action_grammar import check_expressible
+        from agent_runtime.control.action_grammar import check_expressible
         from agent_runtime.recording.user_script import command_for_text
-        from agent_runtime.runtime import Runtime
+        from agent_runtime.session.runtime import Runtime
 
         if config.clock != "sync":
             raise UserError("model policies in `episode` run headless on the sync clock; "
@@ -271,9 +271,9 @@ class _ModelPlayer:
                                 think_tokens=self.think_tokens, max_tics=self.args.max_tics, bounds=self.bounds)
 
     def play(self, env, seed: int, recording) -> dict:
-        from agent_runtime.llm_episode import run_llm_episode
+        from agent_runtime.session.llm_episode import run_llm_episode
         from agent_runtime.recording.episode_recorder import RecordedEnv
-        from agent_runtime.sequential_agent import run_sequential_episode
+        from agent_runtime.policies.sequential_agent import run_sequential_episode
 
         t0 = time.monotonic()
         bus = recording.bus if recording is not None else None

@@ -39,8 +39,8 @@ def _device(value):
 
 def run(args: argparse.Namespace) -> int:
     from agent_runtime.config import load_config
-    from agent_runtime.generation import SessionGeneration
-    from agent_runtime.model_loader import load_for_cpu
+    from agent_runtime.session.generation import SessionGeneration
+    from agent_runtime.model.model_loader import load_for_cpu
     from agent_runtime.recording.write_guard import RecordingStopped
 
     config = load_config(args.config, scenario=args.scenario, clock="realtime")
@@ -106,8 +106,8 @@ def _recordings(args, config, loaded, voice, bounds: dict):
 
 
 def _play(args, config, window, generation, loaded, voice, recordings, bounds: dict) -> dict:
-    from agent_runtime.live_session import TypedCommands, run_live
-    from agent_runtime.runtime import Runtime
+    from agent_runtime.session.live_session import TypedCommands, run_live
+    from agent_runtime.session.runtime import Runtime
 
     with Runtime.open(config, loaded=loaded, clock="realtime", window=window) as runtime:
         env = runtime.env  # (its grammar refused a scenario with delta buttons)

@@ -60,8 +60,8 @@ def _data_sets(dirs: list[str]) -> tuple[list[dict], list[list[dict]], str]:
 def run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from agent_runtime.action_grammar import ActionGrammar
-    from agent_runtime.model_loader import EMBEDDED_MODEL_ID, load_for_cpu
+    from agent_runtime.control.action_grammar import ActionGrammar
+    from agent_runtime.model.model_loader import EMBEDDED_MODEL_ID, load_for_cpu
     from agent_runtime.training.command_scores import Candidates
     from agent_runtime.training.lora_trainer import Example, TrainSettings, evaluate, split, train, with_adapters
 
@@ -120,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
 def _view_settings(manifests: list[dict], data: list[str]) -> dict:
     """The engine settings the data's views were written with (what older data predates: what that runtime did),
     the same for every data set: an adapter learns one way of writing views."""
-    from agent_runtime.adapters import VIEW_SETTINGS
+    from agent_runtime.model.adapters import VIEW_SETTINGS
     from agent_runtime.recording.rerun import with_legacy_engine
 
     engines = [with_legacy_engine(m.get("config", {}))["engine"] for m in manifests]

@@ -51,8 +51,8 @@ def decide_once(threads: int) -> None:
     """One CPU-path decision per machine for all its workers, so they all run the same kernels: workers measuring
     at once could pick different ones (fp32 sums in another order: not the same game). Under a machine-wide file
     lock the first worker measures and caches; the others read the cache, and load_for_cpu then reuses it."""
-    from agent_runtime.cpu_path import cpu_path
-    from agent_runtime.model_loader import cache_dir
+    from agent_runtime.model.cpu_path import cpu_path
+    from agent_runtime.model.model_loader import cache_dir
 
     lock = cache_dir() / "cpu-probe" / ".fanout.lock"
     try:

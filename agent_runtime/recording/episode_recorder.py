@@ -13,10 +13,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 
-from agent_runtime.clocks import MS_PER_TIC, FixedCost
+from agent_runtime.session.clocks import MS_PER_TIC, FixedCost
 from agent_runtime.config import RunConfig
 from agent_runtime.errors import UserError
-from agent_runtime.events import EventBus, Kind
+from agent_runtime.session.events import EventBus, Kind
 from agent_runtime.recording.engine_paths import demo_problem, fits_engine, short_temp_dir
 from agent_runtime.recording.event_log import EVENTS_FILE, EventLogWriter
 from agent_runtime.recording.manifest import MANIFEST_FILE, Manifest, hash_file

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_runtime.errors import UserError
-from agent_runtime.events import Event
+from agent_runtime.session.events import Event
 from agent_runtime.recording.write_guard import GuardedFile, WriteGuard
 
 EVENTS_FILE = "events.jsonl"

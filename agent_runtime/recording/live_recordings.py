@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-from agent_runtime.events import EventBus
+from agent_runtime.session.events import EventBus
 from agent_runtime.recording.episode_recorder import EpisodeRecording
 from agent_runtime.recording.manifest import Manifest
 from agent_runtime.recording.write_guard import WriteGuard

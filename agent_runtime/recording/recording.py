@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from agent_runtime.errors import UserError
-from agent_runtime.events import Event
+from agent_runtime.session.events import Event
 from agent_runtime.recording.event_log import EVENTS_FILE, read_event_log
 from agent_runtime.recording.manifest import MANIFEST_FILE, Manifest
 

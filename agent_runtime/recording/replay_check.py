@@ -16,7 +16,7 @@ from agent_runtime.errors import UserError, first_line
 from agent_runtime.recording.engine_paths import demo_problem, engine_readable_lmp
 from agent_runtime.recording.manifest import MANIFEST_FILE, hash_file
 from agent_runtime.recording.recording import Recording, screen_hash
-from agent_runtime.events import Kind
+from agent_runtime.session.events import Kind
 
 
 def check_lmp_belongs(recording: Recording) -> None:

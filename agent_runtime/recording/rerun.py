@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from agent_runtime.errors import UserError, first_line
-from agent_runtime.events import Event, EventBus, Kind
+from agent_runtime.session.events import Event, EventBus, Kind
 from agent_runtime.recording.manifest import MANIFEST_FILE
 from agent_runtime.recording.recording import Recording
 
@@ -64,7 +64,7 @@ def rerun_recording(directory: str | Path | Recording) -> dict[str, Any]:
     "first_divergence", ...}."""
     import torch
 
-    from agent_runtime.clocks import FixedCost
+    from agent_runtime.session.clocks import FixedCost
     from agent_runtime.config import RunConfig
 
     recording = directory if isinstance(directory, Recording) else Recording.open(directory)
@@ -108,9 +108,9 @@ def rerun_recording(directory: str | Path | Recording) -> dict[str, Any]:
 def _play_again(recording: Recording, config, costs: list[float], env_seed: int, agent_seed: int, fixed_cost,
                 source: str) -> tuple[EventBus, int, int]:
     """Load the recorded model (same weights, dtype, threads) and play the episode with the recorded inputs."""
-    from agent_runtime.llm_episode import run_llm_episode
-    from agent_runtime.runtime import Runtime
-    from agent_runtime.model_loader import EMBEDDED_MODEL_ID, load_for_cpu
+    from agent_runtime.session.llm_episode import run_llm_episode
+    from agent_runtime.session.runtime import Runtime
+    from agent_runtime.model.model_loader import EMBEDDED_MODEL_ID, load_for_cpu
     from agent_runtime.recording.user_script import user_script_from_events
 
     manifest = recording.manifest

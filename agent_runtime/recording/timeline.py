@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent_runtime.errors import UserError
-from agent_runtime.events import Event, Kind
+from agent_runtime.session.events import Event, Kind
 
 LANES = ("frames", "prefill", "thinker", "actions", "asr", "tts", "playback")
 LANE_LABELS = {"thinker": "Thinker", "asr": "user / ASR", "tts": "TTS"}  # the other lanes go by their names

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from agent_runtime.action_grammar import NOOP, ActionGrammar, Command
+from agent_runtime.control.action_grammar import NOOP, ActionGrammar, Command
 from agent_runtime.errors import UserError
-from agent_runtime.events import Event
+from agent_runtime.session.events import Event
 
 UserScript = dict[int, tuple[str, Command | None]]
 

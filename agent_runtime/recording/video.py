@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 
 from agent_runtime import signals
-from agent_runtime.clocks import TICS_PER_SECOND
+from agent_runtime.session.clocks import TICS_PER_SECOND
 from agent_runtime.errors import UserError
-from agent_runtime.events import Event, Kind
+from agent_runtime.session.events import Event, Kind
 from agent_runtime.recording.recording import Recording
 from agent_runtime.recording.replay_check import replayed_frames
 from agent_runtime.recording.timeline import event_text

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import random
 
-from agent_runtime.action_grammar import NOOP, Command
-from agent_runtime.events import Kind
-from agent_runtime.expert_policy import FIRE_HOLD_TICS, STRAFE_SIGN, LagAwareExpertPolicy, is_target
+from agent_runtime.control.action_grammar import NOOP, Command
+from agent_runtime.session.events import Kind
+from agent_runtime.policies.expert_policy import FIRE_HOLD_TICS, STRAFE_SIGN, LagAwareExpertPolicy, is_target
 from agent_runtime.training.decision_log import Decision, DecisionLog
-from agent_runtime.turning import MAX_HOLD_TICS, TURN_SIGN, TurnInFlight
+from agent_runtime.control.turning import MAX_HOLD_TICS, TURN_SIGN, TurnInFlight
 from envs.frame import Frame
 from envs.observation_text import MAX_OBJECTS, bearing_degrees, distance_band, distance_units, visible_objects
 
@@ -29,7 +29,7 @@ STRAFE_DEGREES_PER_TIC = {"near": 6.0, "mid": 2.5, "far": 1.0}  # what a strafe 
 class ViewExpert:
     """The labeller a model can imitate: the lag-aware expert restricted to what the action view holds.
 
-    The full expert (expert_policy.py) decides from object tracks, last-seen places and the pistol's cycle, none of
+    The full expert (policies/expert_policy.py) decides from object tracks, last-seen places and the pistol's cycle, none of
     which the view's text carries, so a model cannot learn its labels from the view (held out: 39% on the command).
     This one reads only the newest frame line as the view has it (the nearest MAX_OBJECTS objects, whole signed
     degrees, distance bands), the ammo, and its own previous command, which the action view reads

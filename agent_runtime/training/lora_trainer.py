@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from agent_runtime.adapters import peft_quietly
+from agent_runtime.model.adapters import peft_quietly
 from agent_runtime.training.command_scores import Candidates, candidate_scores
 
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")

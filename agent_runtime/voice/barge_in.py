@@ -1,6 +1,6 @@
 """Barge-in: the user talks over the agent's commentary, and the commentary stops at once.
 
-An interruption is one bump of the session generation (generation.py). Open speakers let the agent's own voice
+An interruption is one bump of the session generation (session/generation.py). Open speakers let the agent's own voice
 reach the microphone, hence the modes: "pause_confirm" pauses on VAD onset and confirms by a command or continued
 speech; "half_duplex" does not listen while the agent talks; "immediate" interrupts on VAD onset (headphones).
 """
@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from agent_runtime.generation import SessionGeneration
+from agent_runtime.session.generation import SessionGeneration
 from agent_runtime.voice.playback import PlaybackBuffer
 from agent_runtime.voice.recognizer import Hypothesis, StablePrefix
 from agent_runtime.voice.vad import OnsetRejected, SpeechOnset, SpeechStarted, SpeechStopped

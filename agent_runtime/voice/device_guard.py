@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from agent_runtime.errors import first_line
-from agent_runtime.events import Kind
+from agent_runtime.session.events import Kind
 from agent_runtime.notices import Notify
 
 # per direction: the device's name, what stops without it, the stream its events go to

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from agent_runtime.generation import Interruption, SessionGeneration
+from agent_runtime.session.generation import Interruption, SessionGeneration
 from agent_runtime.voice.tts import SpeechChunk
 
 

@@ -18,7 +18,7 @@ from typing import Callable
 import numpy as np
 
 from agent_runtime.errors import UserError
-from agent_runtime.generation import SessionGeneration
+from agent_runtime.session.generation import SessionGeneration
 
 AUDIO_OUTPUT_SYNCHRONOUS = 2
 POS_CHARACTER = 1

@@ -17,8 +17,8 @@ from typing import Callable
 
 import numpy as np
 
-from agent_runtime.events import EventBus, Kind
-from agent_runtime.generation import SessionGeneration
+from agent_runtime.session.events import EventBus, Kind
+from agent_runtime.session.generation import SessionGeneration
 from agent_runtime.notices import Notify, OncePerKind, stderr_line
 from agent_runtime.voice.audio_io import BLOCK_FRAMES as MIC_BLOCK
 from agent_runtime.voice.audio_io import SAMPLE_RATE as MIC_RATE

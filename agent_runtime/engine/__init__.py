@@ -1,0 +1,1 @@
+"""The engine: blocks, views, sections, the scheduler, the model runner and the streams."""

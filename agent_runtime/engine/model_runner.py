@@ -1,0 +1,209 @@
+"""One batched forward for many streams, each reading its own view of the shared KV blocks.
+
+All new tokens become one flat sequence at block-local positions; our registered attention function writes
+every new KV into the store first, then runs view attention. The transformers model itself is unchanged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+
+import torch
+from transformers import AttentionInterface
+from transformers.masking_utils import AttentionMaskInterface
+from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+from agent_runtime.engine.kv_block_store import KVBlockStore
+from agent_runtime.model.model_loader import LoadedModel, check_supported
+from agent_runtime.model.cpu_path import CpuPath, cpu_path
+from agent_runtime.model.linear_kernels import adopt_linears, step_kernels
+from agent_runtime.engine.view import View
+from attention_kernels import view_attention
+from attention_kernels.view_attention_torch import prepare_view_attention
+from attention_kernels.view_layout import ViewLayout
+
+ATTENTION_NAME = "doom_view"
+FP32_ATTENTION_MAX_ROWS = 8  # steps of at most this many rows (decodes) attend in fp32, on one thread
+
+
+@dataclass
+class StreamInput:
+    """New tokens for one stream: appended to view.own, attending over the whole view."""
+
+    view: View
+    tokens: list[int]
+    logits: str = "last"  # "last", "all" or "none"
+
+
+@dataclass
+class StepContext:
+    """What the attention function needs for this forward; built once, shared by all layers."""
+
+    store: KVBlockStore
+    write_slots: torch.Tensor
+    layout: ViewLayout
+    inv_freq: torch.Tensor
+    backend: str
+    prepared: object = None
+    compute_dtype: torch.dtype = torch.float32
+    single_thread: bool = False  # attention ops too small to split across threads
+
+
+@dataclass
+class StepResult:
+    logits: list[torch.Tensor | None]
+    batch: list[tuple[str, int]] = field(default_factory=list)  # (view name, new tokens) per stream
+
+
+def _view_attention_forward(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
+    """transformers attention hook: write new KV into the store, then attend over the views."""
+    ctx: StepContext = kwargs["doom_view_step"]
+    layer = module.layer_idx
+    # query [1, Hq, T, D], key/value [1, Hkv, T, D] -> [T, H, D]
+    k_new = key[0].transpose(0, 1)
+    v_new = value[0].transpose(0, 1)
+    k_cache, v_cache = ctx.store.k[layer], ctx.store.v[layer]
+    k_cache.index_copy_(0, ctx.write_slots, k_new.to(k_cache.dtype))
+    v_cache.index_copy_(0, ctx.write_slots, v_new.to(v_cache.dtype))
+    q = query[0].transpose(0, 1).to(ctx.compute_dtype)
+    with _one_thread() if ctx.single_thread else contextlib.nullcontext():
+        out = view_attention(q, k_cache, v_cache, ctx.layout, ctx.inv_freq,
+                             scaling if scaling is not None else q.shape[-1] ** -0.5, prepared=ctx.prepared,
+                             backend=ctx.backend)
+    return out.to(query.dtype).unsqueeze(0), None
+
+
+@contextlib.contextmanager
+def _one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+AttentionInterface.register(ATTENTION_NAME, _view_attention_forward)
+AttentionMaskInterface.register(ATTENTION_NAME, lambda *args, **kwargs: None)  # the view layout carries causality
+
+
+class ModelRunner:
+    """Runs batches of StreamInputs over a KVBlockStore with a transformers causal LM."""
+
+    def __init__(self, loaded: LoadedModel, store: KVBlockStore, *, backend: str = "torch", device: str = "cpu",
+                 cpu: CpuPath | None = None, packed_linears: bool = True):
+        """cpu: the CPU path whose kernel table the linears follow (default: this machine's, probed once and
+        cached); packed_linears=False keeps every linear on the native kernels."""
+        check_supported(loaded.model.config)
+        self.model, self.store, self.backend, self.device = loaded.model, store, backend, torch.device(device)
+        self.model.set_attn_implementation(ATTENTION_NAME)
+        config, rope_type = self.model.config, self.model.config.rope_parameters["rope_type"]
+        # RoPE frequencies in fp32 (with linear/llama3 frequency scaling, without magnitude scaling)
+        inv_freq, _ = (self.model.model.rotary_emb.compute_default_rope_parameters(config) if rope_type == "default"
+                       else ROPE_INIT_FUNCTIONS[rope_type](config, "cpu"))
+        self.inv_freq = inv_freq.float().to(self.device)
+        self.model_dtype = next(self.model.parameters()).dtype
+        self.forwards = self.packed_linears = 0
+        self.kernels = self.cpu = None
+        if self.device.type == "cpu":
+            cpu = self.cpu = cpu or loaded.cpu or cpu_path(threads=torch.get_num_threads())
+            self.kernels = cpu.table(self.model_dtype)
+            if packed_linears:
+                self.packed_linears = adopt_linears(self.model, self.kernels, cpu.features)
+
+    @torch.inference_mode()
+    def forward(self, inputs: list[StreamInput]) -> StepResult:
+        """One forward for all streams. New KV of every stream is written before any attention reads."""
+        if not inputs:
+            return StepResult(logits=[])
+        owners = [inp.view.own for inp in inputs]
+        if any(o is None for o in owners):
+            raise ValueError("every stream in a batch needs an own block to write to (View.start_own)")
+        if len({id(o) for o in owners}) != len(owners):
+            raise ValueError("two streams in one batch write the same block")
+        pending = {id(o): len(inp.tokens) for o, inp in zip(owners, inputs)}  # written in this same forward
+        rows = _BatchRows()
+        views_chunks = [self._add_stream(rows, v_index, inp, pending) for v_index, inp in enumerate(inputs)]
+        ctx = self._step_context(ViewLayout.build(views_chunks, rows.queries, device=self.device), rows)
+        ids = torch.tensor([rows.token_ids], device=self.device)
+        pos = torch.tensor([rows.positions], device=self.device)
+        keep_t = torch.tensor(rows.keep if rows.keep else [0], device=self.device)
+        with step_kernels(self.kernels, len(rows.token_ids)) if self.kernels else contextlib.nullcontext():
+            out = self.model(input_ids=ids, position_ids=pos, use_cache=False, logits_to_keep=keep_t,
+                             doom_view_step=ctx)
+        self.forwards += 1
+        for own, inp in zip(owners, inputs):
+            own.isolated = not inp.view.blocks and (own.isolated or own.length == 0)  # training masks such blocks
+            self.store.commit(own, inp.tokens)
+        return StepResult(logits=_split_logits(out.logits[0].float().cpu(), inputs),  # samplers run on the CPU
+                          batch=[(inp.view.name, len(inp.tokens)) for inp in inputs])
+
+    def _add_stream(self, rows: "_BatchRows", v_index: int, inp: StreamInput, pending: dict) -> list:
+        """The stream's rows (tokens, positions, queries, kept logits) and the chunks its view reads."""
+        n = len(inp.tokens)
+        if n == 0:
+            raise ValueError(f"stream {inp.view.name!r} has no new tokens")
+        own = inp.view.own
+        start = own.length
+        rows.slots.append(self.store.reserve_slots(own, n))
+        chunks, own_offset, offset = [], 0, 0
+        for block in inp.view.ordered():
+            length = block.length + pending.get(id(block), 0)
+            if block is own:
+                own_offset = offset
+            for slot, count, local in self.store.chunks(block, length):
+                chunks.append((slot, count, offset + local, offset))
+            offset += length
+        first_row = len(rows.token_ids)
+        rows.token_ids += [int(t) for t in inp.tokens]
+        rows.positions += range(start, start + n)
+        rows.queries += [(v_index, own_offset + p, own_offset) for p in range(start, start + n)]
+        if inp.logits == "last":
+            rows.keep.append(first_row + n - 1)
+        elif inp.logits == "all":
+            rows.keep.extend(range(first_row, first_row + n))
+        return chunks
+
+    def _step_context(self, layout: ViewLayout, rows: "_BatchRows") -> StepContext:
+        ctx = StepContext(store=self.store, write_slots=torch.cat(rows.slots).to(self.device), layout=layout,
+                          inv_freq=self.inv_freq, backend=self.backend,
+                          compute_dtype=self.model_dtype)  # the Triton kernel accumulates in fp32 by itself
+        if self.backend == "torch":
+            # few rows (decode): fp32 attention math beats bf16 elementwise ops on CPU; many rows (prefill):
+            # the model dtype, so the gathered keys need no conversion
+            # (its small ops on one thread: split over two they ran 1.7x slower in some processes, never faster)
+            decode = len(rows.token_ids) <= FP32_ATTENTION_MAX_ROWS
+            ctx.compute_dtype = torch.float32 if decode else self.model_dtype
+            ctx.single_thread = decode and self.device.type == "cpu"
+            ctx.prepared = prepare_view_attention(layout, self.inv_freq, dtype=ctx.compute_dtype)
+        return ctx
+
+    def prefill(self, view: View, tokens: list[int], chunk_size: int = 256) -> torch.Tensor | None:
+        """Append tokens to view.own in chunks; returns the logits after the last token."""
+        logits = None
+        for i in range(0, len(tokens), chunk_size):
+            logits = self.forward([StreamInput(view, tokens[i : i + chunk_size])]).logits[0]
+        return logits
+
+
+class _BatchRows:
+    """The rows of one forward, stream after stream."""
+
+    def __init__(self):
+        self.token_ids, self.positions, self.slots, self.queries, self.keep = [], [], [], [], []
+
+
+def _split_logits(logits_all: torch.Tensor, inputs: list[StreamInput]) -> list:
+    """Each stream's kept logits: its last row, all its rows, or None."""
+    results, cursor = [], 0
+    for inp in inputs:
+        if inp.logits == "last":
+            results.append(logits_all[cursor])
+            cursor += 1
+        elif inp.logits == "all":
+            results.append(logits_all[cursor: cursor + len(inp.tokens)])
+            cursor += len(inp.tokens)
+        else:
+            results.append(None)
+    return results

@@ -1,0 +1,203 @@
+"""The multi-stream agent (the engine): frames and words in; thought, actions and remarks out; one forward a step.
+
+A step: expire stale work -> schedule rows -> one batched forward -> postprocess each stream's logits. Blocks
+leave the views in whole units, so the pool and process memory stay flat however long the episode runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from agent_runtime.control.action_executor import Action
+from agent_runtime.control.action_grammar import ActionGrammar, Command, CommandScorer
+from agent_runtime.engine.block_sections import SECTION_NAMES, BlockSections
+from agent_runtime.session.clocks import measured
+from agent_runtime.config import BudgetConfig
+from agent_runtime.session.events import Kind
+from agent_runtime.session.generation import Interruption, SessionGeneration
+from agent_runtime.engine.model_runner import ModelRunner
+from agent_runtime.notices import OncePerKind, stderr_line
+from agent_runtime.engine.kv_block_store import Block
+from agent_runtime.engine.prompts import ACTION_PROMPT, COMMENTARY_PROMPT, HEARD_PREFIX, THOUGHT_PROMPT, encode, system_prompt
+from agent_runtime.engine.sampler import sampler
+from agent_runtime.engine.scheduler import schedule
+from agent_runtime.engine.streams.action import ActionStream
+from agent_runtime.engine.streams.commentary import CommentaryStream
+from agent_runtime.engine.streams.frames import FrameStream
+from agent_runtime.engine.streams.stream import StepPlan, StreamContext
+from agent_runtime.engine.streams.text_in import TextInStream, UserTextStream
+from agent_runtime.engine.streams.thinker import ThinkerStream
+from agent_runtime.session.sync_world import TimedFrame
+from agent_runtime.session.time_bounds import TimeBounds
+from agent_runtime.engine.view import View
+
+ACTION_LOG_KEPT = 8  # past decisions (a block each) the actions section keeps for the Thinker
+
+
+@dataclass
+class AgentStats:
+    steps: int = 0
+    frames_prefilled: int = 0
+    frames_dropped: int = 0
+    thinker_tokens: int = 0
+    thinker_paragraphs: int = 0
+    decisions: int = 0
+    decisions_abandoned: int = 0
+    joint_decode_steps: int = 0  # steps in which Thinker and action stream decoded in the same forward
+    remarks_started: int = 0
+    remarks_stopped: int = 0  # cut off by an interruption (barge-in, a typed message)
+    heard_commits: int = 0
+
+
+@dataclass
+class StepOutcome:
+    actions: list[Action]
+    measured_s: float
+    decode_rows: int
+    prefill_tokens: int
+    batch: list[tuple[str, int]]
+
+
+def engine_options(engine) -> dict:
+    """MultiStreamAgent keyword arguments from the config's `engine` section (the same names), less the hold options
+    that shape the grammar (Runtime.build)."""
+    return engine.model_dump(exclude={"action_hold_tics", "hold_counts", "hold_count_text"})
+
+
+def prefill_system(runner: ModelRunner, tokenizer, grammar: ActionGrammar, scenario: str) -> Block:
+    """The system prompt in a block of its own, held once by the caller (the engine and the baselines read it)."""
+    system = runner.store.create("system")
+    view = View(runner.store, own=system)
+    runner.prefill(view, encode(tokenizer, system_prompt(scenario, grammar.describe())))
+    view.close()
+    return system
+
+
+class MultiStreamAgent:
+    def __init__(self, runner: ModelRunner, tokenizer, grammar: ActionGrammar, budgets: BudgetConfig,
+                 generation: SessionGeneration, *, scenario: str, seed: int = 0, think: bool = True,
+                 temperature: float = 0.8, prefill_tokens_per_step: int = 96, action_log_in_view: int | None = 0,
+                 signed_bearings: bool = True, frame_line: str = "seen", action_frames_in_view: int | None = None,
+                 think_while_deciding: bool = True, decision_mode: str = "score", decision_cadence: str = "hold",
+                 commentary: bool = False, on_sentence=None, commentary_interval_ms: float = 4000.0,
+                 commentary_max_tokens: int = 24, on_decision=None, notify=stderr_line):
+        """The engine options (engine_options) mean what config.EngineConfig says. on_decision(view_tokens,
+        timed_frame, command, isolated_spans): called at every decision with the tokens the action view read and its
+        isolated spans (data collection); a Command it returns is acted (and logged) instead of the model's (DAgger's
+        mix of expert and model). on_sentence(text, generation): each finished remark sentence (commentary=True).
+        notify(line): where the once-a-session line about cut or dropped user text goes (None: events only)."""
+        whole_log = action_log_in_view is None
+        decisions_per_block, kept = (8, 1) if whole_log else (1, max(action_log_in_view, ACTION_LOG_KEPT))
+        self.runner, self.store, self.tok, self.generation, self.bus = runner, runner.store, tokenizer, generation, None
+        self.prefill_tokens_per_step = prefill_tokens_per_step
+        self.stats = AgentStats()
+        self.now_ms = 0.0
+        self.sections = BlockSections(self.store, {
+            "system": 1, "actions": kept, "user": 2, "commentary": 2, "status": 1,
+            "thoughts": budgets.thinker_paragraphs_in_view, "frames": budgets.frames_in_view})
+        self.sections["system"] = [prefill_system(runner, tokenizer, grammar, scenario)]
+        sample = sampler(temperature, seed)
+        end_tokens = {t for t in (tokenizer.eos_token_id,) if t is not None}
+        ctx = StreamContext(self.store, self.sections, self.stats, self._emit, tokenizer, self._sync_views)
+        self.frames = FrameStream(ctx, TimeBounds(max_frame_age_ms=budgets.max_frame_age_ms),
+                                  listened=lambda: self.bus is not None, signed=signed_bearings,
+                                  aimed=frame_line == "aimed")
+        self.user = UserTextStream(ctx, notice=OncePerKind(notify))
+        self.heard = TextInStream("heard", "commentary", ctx)
+        self.action = ActionStream(ctx, grammar, CommandScorer(grammar, tokenizer), encode(tokenizer, ACTION_PROMPT),
+                                   self.frames, mode=decision_mode, decisions_per_block=decisions_per_block,
+                                   on_decision=on_decision, cadence=decision_cadence)
+        self.thinker = ThinkerStream(ctx, encode(tokenizer, THOUGHT_PROMPT), sample=sample, end_tokens=end_tokens,
+                                     paragraph_tokens=budgets.thinker_tokens_per_paragraph,
+                                     while_deciding=think_while_deciding)
+        self.commentary = CommentaryStream(
+            ctx, encode(tokenizer, COMMENTARY_PROMPT), sample=sample, on_sentence=on_sentence, end_tokens=end_tokens,
+            context=lambda: self.action.view.blocks[:] if self.frames.in_view else [],
+            interval_ms=commentary_interval_ms, max_tokens=commentary_max_tokens)
+        self.decoders = [self.action] + ([self.thinker] if think else []) + ([self.commentary] if commentary else [])
+        # the Thinker reads every section; the action view its own past decisions and the frames only as many as
+        # asked (None: all), with the newest remark and thought
+        self.views = [(self.action.view, [("system", None), ("user", None), ("commentary", 1), ("thoughts", 1),
+                                          ("actions", action_log_in_view), ("status", None),
+                                          ("frames", action_frames_in_view)]),
+                      (self.thinker.view, [(name, None) for name in SECTION_NAMES])]
+        self._sync_views()
+        generation.subscribe("engine", self.on_interruption)
+
+    def push_frame(self, timed: TimedFrame) -> None:
+        self.frames.push(timed)
+
+    def push_user_text(self, text: str, now_ms: float, command: Command | None = None) -> Action | None:
+        """A user command: an interruption first (the generation bump), then its text waits for the views; a button
+        command acts directly on the newest frame."""
+        gen = self.generation.bump("user_command", sim_ms=now_ms, text=text)
+        self.user.push_text(text, now_ms)
+        newest = self.frames.newest()
+        if command is None or newest is None:
+            return None
+        return Action(command, gen, newest.frame.tic, max(newest.read_ms, now_ms), now_ms, source="user")
+
+    def on_interruption(self, interruption: Interruption) -> None:
+        """The engine's part of an interruption: it is recorded here, first; the remark being decoded stops and a
+        decision under way is abandoned at the next step (the engine may be mid-forward on another thread)."""
+        self._emit(Kind.GENERATION_BUMP, "user", generation=interruption.generation, sim_ms=interruption.sim_ms,
+                   reason=interruption.reason, to=interruption.generation, **interruption.detail)
+
+    def commit_heard(self, text: str) -> None:
+        """Speech (or printed text) the user actually heard: it enters the commentary section other streams read."""
+        text = text.strip()
+        if text:
+            self.heard.push(encode(self.tok, HEARD_PREFIX + text))
+            self.stats.heard_commits += 1
+            self._emit(Kind.COMMENTARY_HEARD, "commentary", sim_ms=self.now_ms, text=text)
+
+    def new_episode(self) -> None:
+        """The game restarted: old frames leave the views (tics start over); thoughts and history stay."""
+        self.frames.clear()
+        self.action.restart()
+        self._sync_views()
+
+    def step(self, now_ms: float) -> StepOutcome:
+        self.now_ms = now_ms
+        plan = schedule(now_ms, self.generation.current, self.prefill_tokens_per_step, frames=self.frames,
+                        texts=[self.user, self.heard], decoders=self.decoders, sync_views=self._sync_views)
+        if not plan.rows:
+            return StepOutcome([], 0.0, 0, 0, [])
+        result, seconds = measured(self.runner.forward, [row.input for row in plan.rows])
+        by_stream: dict = {}  # each stream postprocesses the logits of its rows, in order
+        for row, row_logits in zip(plan.rows, result.logits):
+            by_stream.setdefault(row.stream, []).append(row_logits)
+        outputs = [stream.postprocess(stream_logits, plan) for stream, stream_logits in by_stream.items()]
+        for row in plan.rows:
+            if row.scratch:
+                row.input.view.close()
+        return self._report(plan, seconds, [out for out in outputs if out is not None])
+
+    def _report(self, plan: StepPlan, seconds: float, actions: list[Action]) -> StepOutcome:
+        decoding = ("action", "thinker", "commentary")
+        decode_rows = sum(1 for r in plan.rows if r.role in decoding and len(r.input.tokens) == 1)
+        prefill_tokens = sum(len(r.input.tokens) for r in plan.rows) - decode_rows
+        batch = [(r.role, len(r.input.tokens)) for r in plan.rows]
+        self.stats.steps += 1
+        if {"action", "thinker"} <= {role for role, _ in batch}:
+            self.stats.joint_decode_steps += 1
+        self._emit(Kind.ENGINE_STEP, "engine", generation=plan.generation, sim_ms=plan.now_ms, batch=batch,
+                   compute_ms=seconds * 1000.0, pool_used_pages=self.store.used_pages)
+        return StepOutcome(actions, seconds, decode_rows, prefill_tokens, batch)
+
+    def _sync_views(self) -> None:
+        """Every view equals its selection of the sections (retain/release inside; a section's holds are ours)."""
+        for view, order in self.views:
+            self.sections.sync(view, order)
+
+    def _emit(self, kind: str, stream: str, *, generation: int | None = None, **fields) -> None:
+        if self.bus is not None:
+            generation = self.generation.current if generation is None else generation
+            self.bus.emit(kind, stream, generation=generation, **fields)
+
+    def close(self) -> None:
+        self.generation.unsubscribe(self.on_interruption)
+        self.commentary.stop("closed", self.now_ms)
+        for stream in (self.user, self.heard, self.action, self.thinker, self.frames):
+            stream.close()
+        self.sections.release_all()

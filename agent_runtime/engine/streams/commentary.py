@@ -1,0 +1,78 @@
+"""The commentary stream: short remarks decoded in the shared forward, cut into sentences, spoken or printed.
+
+A remark decodes into a scratch block no other view reads: what was not heard is never history. A remark of an
+older generation never decodes another token. Remarks are rate limited.
+"""
+
+from __future__ import annotations
+
+from agent_runtime.engine.model_runner import StreamInput
+from agent_runtime.engine.streams.stream import StepPlan, Stream
+from agent_runtime.engine.view import View
+from agent_runtime.session.events import Kind
+
+SENTENCE_ENDS = ".!?"
+
+
+class CommentaryStream(Stream):
+    role = "commentary"
+
+    def __init__(self, ctx, prompt: list[int], *, context, sample, on_sentence=None,
+                 interval_ms: float = 4000.0, max_tokens: int = 24, end_tokens: set[int] = frozenset()):
+        """context(): the blocks a new remark reads (none: no remark yet); on_sentence(text, generation)."""
+        super().__init__(ctx)
+        self.prompt, self.context, self.sample, self.on_sentence = prompt, context, sample, on_sentence
+        self.interval_ms, self.max_tokens, self.end_tokens = interval_ms, max_tokens, end_tokens
+        self.view: View | None = None  # the remark being decoded, and its state below
+        self.pending, self.generation, self.text, self.sent_upto, self.tokens = [], 0, "", 0, 0
+        self.last_start_ms = -1e18
+
+    def stop(self, reason: str, now_ms: float | None) -> None:
+        """Stop the remark being decoded; its unheard text never enters history."""
+        if self.view is None:
+            return
+        self.emit(Kind.COMMENTARY_STOPPED, "commentary", generation=self.generation, sim_ms=now_ms,
+                  reason=reason, text=self.text)
+        self.view.close()
+        self.view, self.pending = None, []
+        self.stats.remarks_stopped += 1
+
+    def expire(self, now_ms: float, generation: int) -> None:
+        if self.view is not None and self.generation != generation:  # checked at consumption time
+            self.stop("generation", now_ms)
+
+    def schedule(self, plan: StepPlan) -> None:
+        """Continue the remark, or start one over the context when the rate limit allows."""
+        if self.view is None:
+            context = self.context()
+            if plan.now_ms - self.last_start_ms < self.interval_ms or not context:
+                return
+            self.view = View(self.store, context, name="commentary", own_label="remark")
+            self.pending, self.generation, self.text, self.sent_upto, self.tokens = (
+                list(self.prompt), plan.generation, "", 0, 0)
+            self.last_start_ms = plan.now_ms
+            self.stats.remarks_started += 1
+        plan.add(self, StreamInput(self.view, self.pending, logits="last"))
+
+    def postprocess(self, logits: list, plan: StepPlan):
+        """Take the sampled token; hand each finished sentence to on_sentence."""
+        token = self.sample(logits[0])
+        if self.view is None:
+            return None
+        piece = self.tok.decode([token])
+        self.tokens += 1
+        ended = token in self.end_tokens or "\n" in piece or self.tokens >= self.max_tokens
+        if not ended:
+            self.text += piece
+            self.pending = [token]
+        cut = len(self.text) if ended else max(self.text.rfind(p) for p in SENTENCE_ENDS) + 1
+        sentence = self.text[self.sent_upto:cut].strip()
+        if sentence:
+            self.sent_upto = cut
+            self.emit(Kind.COMMENTARY_SENTENCE, "commentary", generation=self.generation, sim_ms=plan.now_ms,
+                      text=sentence)
+            if self.on_sentence is not None:
+                self.on_sentence(sentence, self.generation)
+        if ended:
+            self.view.close()
+            self.view, self.pending = None, []

@@ -1,0 +1,125 @@
+"""Frames in: each new frame is prefilled into a block of its own, and leaves the views when it is too old.
+
+Only the newest pending frame is worth prefilling; older ones and any past the frame-age bound are dropped,
+counted. A frame block attends only to itself; the own status gets a block only when it changed.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+from envs.observation_text import encode_seen, encode_status
+
+from agent_runtime.engine.kv_block_store import Block
+from agent_runtime.engine.model_runner import StreamInput
+from agent_runtime.engine.prompts import FRAME_PREFIX, STATUS_PREFIX, encode
+from agent_runtime.recording.recording import screen_hash
+from agent_runtime.engine.streams.stream import StepPlan, Stream
+from agent_runtime.session.sync_world import TimedFrame
+from agent_runtime.session.time_bounds import TimeBounds
+from agent_runtime.engine.view import View
+from agent_runtime.session.events import Kind
+
+
+def frame_line(timed: TimedFrame, signed: bool, aimed: bool) -> str:
+    """A frame block's text, as engine.signed_bearings and engine.frame_line write it (the baselines read the same)."""
+    return FRAME_PREFIX + encode_seen(timed.frame, signed=signed, aim_order=aimed,
+                                      turned=timed.turn_in_flight if aimed else 0.0)
+
+
+def status_line(frame) -> str:
+    """A status block's text."""
+    return STATUS_PREFIX + encode_status(frame)
+
+
+@dataclass
+class FrameEntry:
+    block: Block
+    timed: TimedFrame
+
+
+class FrameStream(Stream):
+    role = "frame"
+
+    def __init__(self, ctx, bounds: TimeBounds, *, listened, signed: bool = False, aimed: bool = False):
+        super().__init__(ctx)
+        self.bounds, self.listened, self.signed, self.aimed = bounds, listened, signed, aimed
+        self.pending: deque[TimedFrame] = deque()
+        self.in_view: deque[FrameEntry] = deque()
+        self.status_text: str | None = None  # what the newest status block says
+
+    def push(self, timed: TimedFrame) -> None:
+        self.pending.append(timed)
+        if self.listened():  # the hash is for recordings: skip it when nobody listens
+            frame = timed.frame
+            self.emit(Kind.FRAME_READ, "frames", tic=frame.tic, sim_ms=timed.read_ms, read_ms=timed.read_ms,
+                      screen_hash=screen_hash(frame.screen) if frame.screen is not None else None)
+
+    def newest(self) -> TimedFrame | None:
+        return self.pending[-1] if self.pending else self.newest_in_view()
+
+    def newest_in_view(self) -> TimedFrame | None:
+        return self.in_view[-1].timed if self.in_view else None
+
+    def expire(self, now_ms: float, generation: int) -> None:
+        kept = deque()
+        for timed in self.pending:
+            if self.bounds.frame_stale(timed.read_ms, now_ms):
+                self._dropped(timed, now_ms, "stale")
+            else:
+                kept.append(timed)
+        while len(kept) > 1:  # only the newest pending frame is worth prefilling; older ones are superseded
+            self._dropped(kept.popleft(), now_ms, "superseded")
+        self.pending = kept
+        while self.in_view and self.bounds.frame_stale(self.in_view[0].timed.read_ms, now_ms):
+            self._evict_oldest()
+
+    def schedule(self, plan: StepPlan) -> None:
+        """The newest pending frame (and its status when it changed) goes first, whatever the budget."""
+        if not self.pending:
+            return
+        timed = self.pending.pop()
+        status, status_tokens = status_line(timed.frame), 0
+        if status != self.status_text:
+            self.status_text = status
+            block, status_tokens = self._prefill(plan, "status", status, "status")
+            self.sections.add("status", block)
+        line = frame_line(timed, self.signed, self.aimed)
+        block, tokens = self._prefill(plan, f"frame{timed.frame.tic}", line, "frame")
+        plan.budget -= tokens + status_tokens
+        self.in_view.append(FrameEntry(block, timed))
+        self._publish()
+        self.stats.frames_prefilled += 1
+        self.emit(Kind.FRAME_PREFILLED, "frames", tic=timed.frame.tic, sim_ms=plan.now_ms,
+                  age_ms=plan.now_ms - timed.read_ms, tokens=tokens, status_tokens=status_tokens)
+        while len(self.in_view) > self.sections.caps["frames"]:
+            self._evict_oldest()
+
+    def _prefill(self, plan: StepPlan, label: str, text: str, role: str) -> tuple[Block, int]:
+        """A row prefilling `text` into a new block of its own (its creation hold is the caller's); its tokens."""
+        block, tokens = self.store.create(label), encode(self.tok, text)
+        plan.add(self, StreamInput(View(self.store, own=block, name=role), tokens, logits="none"), role=role,
+                 scratch=True)
+        return block, len(tokens)
+
+    def clear(self) -> None:
+        """Every frame leaves the views: the game restarted (tics start over), or the stream closes."""
+        while self.in_view:
+            self._evict_oldest()
+        self.pending.clear()
+
+    close = clear
+
+    def _evict_oldest(self) -> None:
+        self.store.release(self.in_view.popleft().block)
+        self._publish()
+
+    def _publish(self) -> None:
+        """The frames section is the frames in view (their blocks are this stream's to release)."""
+        self.sections["frames"] = [e.block for e in self.in_view]
+
+    def _dropped(self, timed: TimedFrame, now_ms: float, reason: str) -> None:
+        self.stats.frames_dropped += 1
+        self.emit(Kind.FRAME_DROPPED, "frames", tic=timed.frame.tic, sim_ms=now_ms, age_ms=now_ms - timed.read_ms,
+                  reason=reason)

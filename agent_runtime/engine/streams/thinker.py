@@ -1,0 +1,50 @@
+"""The Thinker: free-running thought, one token a step in the shared forward, in paragraphs.
+
+Each finished paragraph, sealed, joins the thoughts section every view reads; the newest few stay in view.
+"""
+
+from __future__ import annotations
+
+from agent_runtime.engine.model_runner import StreamInput
+from agent_runtime.engine.streams.stream import StepPlan, Stream
+from agent_runtime.engine.view import View
+from agent_runtime.session.events import Kind
+
+
+class ThinkerStream(Stream):
+    role = "thinker"
+
+    def __init__(self, ctx, prompt: list[int], *, paragraph_tokens: int, end_tokens, sample, while_deciding=True):
+        """while_deciding=False: no token in a step where the action stream decides (its cost is the reaction),
+        unless the Thinker sat out the step before too (decisions on every step must not starve it)."""
+        super().__init__(ctx)
+        self.while_deciding, self.sat_out = while_deciding, False
+        self.prompt, self.paragraph_budget, self.end_tokens, self.sample = prompt, paragraph_tokens, end_tokens, sample
+        self.view = View(self.store, name="thinker", own_label="thought")
+        self.pending = list(prompt)
+        self.paragraph_tokens = 0
+
+    def schedule(self, plan: StepPlan) -> None:
+        if plan.deciding and not self.while_deciding and not self.sat_out:
+            self.sat_out = True
+            return
+        self.sat_out = False
+        plan.add(self, StreamInput(self.view, self.pending, logits="last"))
+
+    def postprocess(self, logits: list, plan: StepPlan):
+        self.stats.thinker_tokens += 1
+        token = self.sample(logits[0])
+        self.paragraph_tokens += 1
+        text = self.tok.decode([token])
+        if not (token in self.end_tokens or "\n" in text or self.paragraph_tokens >= self.paragraph_budget):
+            self.pending = [token]
+            self.emit(Kind.TOKEN, "thinker", sim_ms=plan.now_ms, token=token, text=text)
+            return
+        block = self.view.roll_own("thought")  # the paragraph ends: sealed, it joins the thoughts section
+        block.sealed = True
+        self.sections.add("thoughts", block)
+        self.stats.thinker_paragraphs += 1
+        self.emit(Kind.THINKER_PARAGRAPH, "thinker", sim_ms=plan.now_ms, text=self.tok.decode(block.token_ids))
+        self.pending = list(self.prompt)
+        self.paragraph_tokens = 0
+        self.on_change()

@@ -1,0 +1,1 @@
+"""The model: loading, the CPU path, linear kernels and LoRA adapters."""

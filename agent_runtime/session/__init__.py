@@ -1,0 +1,1 @@
+"""Sessions: the one loop, clocks, time bounds, interruptions, events, worlds, the runtime, episodes."""

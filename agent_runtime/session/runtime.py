@@ -1,0 +1,98 @@
+"""The runtime, assembled once: the model, its KV block pool and runner, the scenario's action grammar.
+
+What stays loaded across episodes lives here; each episode gets its own world, agent and executor.
+"""
+
+from __future__ import annotations
+
+import sys
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+
+from envs.doom_env import DoomEnv
+
+from agent_runtime.control.action_grammar import ActionGrammar
+from agent_runtime.model.adapters import view_mismatch
+from agent_runtime.config import RunConfig
+from agent_runtime.engine.kv_block_store import KVBlockStore
+from agent_runtime.model.model_loader import LoadedModel, load_for_cpu
+from agent_runtime.engine.model_runner import ModelRunner
+from agent_runtime.session.time_bounds import AUTO, TimeBounds, decision_step_cost_ms
+
+
+@dataclass
+class Runtime(AbstractContextManager):  # `with Runtime.open(...) as runtime:` closes the env it opened
+    loaded: LoadedModel
+    store: KVBlockStore
+    runner: ModelRunner
+    grammar: ActionGrammar
+    config: RunConfig
+    env: object = None  # the DoomEnv Runtime.open opened (closed with the runtime), else None
+    _bounds: dict = field(default_factory=dict, repr=False)  # resolved TimeBounds per clock
+
+    @property
+    def tokenizer(self):
+        return self.loaded.tokenizer
+
+    def time_bounds(self, fixed_cost=None, *, announce: bool = False) -> TimeBounds:
+        """The age bounds every session of this runtime plays under, resolved once per clock: max_action_age_ms
+        auto from a decision step's cost (session/time_bounds.py), on the fixed-cost clock that clock's price of it.
+        announce: print the bound once, when it is resolved from a measurement."""
+        key = repr(fixed_cost) if fixed_cost is not None else "measured"
+        if key not in self._bounds:
+            step_ms = None
+            if self.config.budgets.max_action_age_ms == AUTO:
+                step_ms = decision_step_cost_ms(self.runner, len(self.grammar.words), fixed_cost)
+            self._bounds[key] = TimeBounds.from_budgets(self.config.budgets, step_ms)
+            if announce and step_ms is not None and fixed_cost is None:
+                print(self._bounds[key].describe(), file=sys.stderr, flush=True)
+        return self._bounds[key]
+
+    @classmethod
+    def open(cls, config: RunConfig, *, model: str | None = None, loaded: LoadedModel | None = None, env=None,
+             scenario: str | None = None, clock: str = "sync", env_seed: int | None = None, threads: int | None = None,
+             adapter: str | None = None, seed: int = 0, window: bool = False, device: str = "cpu",
+             announce: bool = True, warn: bool = True) -> "Runtime":
+        """model/adapter/threads default to the config's; env: play on this DoomEnv instead of opening one."""
+        if loaded is None:
+            loaded = load_for_cpu(model or config.model.path, dtype=config.model.dtype,
+                                  threads=threads or config.model.threads, seed=seed, announce=announce, warn=warn,
+                                  adapter=adapter if adapter is not None else config.model.adapter,
+                                  scenario=scenario or config.scenario)
+        owned = None
+        if env is None:
+            env = owned = DoomEnv(scenario or config.scenario, resolution=config.resolution, clock=clock,
+                                  seed=config.seed if env_seed is None else env_seed, window=window)
+        try:
+            runtime = cls.build(loaded, config, env.buttons, scenario=env.scenario, device=device)
+        except BaseException:
+            if owned is not None:
+                owned.close()
+            raise
+        runtime.env = owned
+        mismatch = view_mismatch(loaded.adapter, config.engine)
+        if warn and mismatch:
+            print(mismatch, file=sys.stderr, flush=True)
+        return runtime
+
+    @classmethod
+    def build(cls, loaded: LoadedModel, config: RunConfig, buttons: tuple[str, ...], *, scenario: str,
+              device: str = "cpu") -> "Runtime":
+        """device="cuda": model, KV pool and Triton view attention on the GPU (when one exists)."""
+        loaded.model.to(device)
+        dtype = next(loaded.model.parameters()).dtype
+        store = KVBlockStore.for_model(loaded.config, capacity_tokens=config.kv.capacity_tokens,
+                                       page_size=config.kv.page_size, dtype=dtype, device=device)
+        runner = ModelRunner(loaded, store, device=device, backend="triton" if device == "cuda" else "torch")
+        grammar = ActionGrammar(buttons, loaded.tokenizer, scenario=scenario,
+                                default_tics=config.engine.action_hold_tics, hold_counts=config.engine.hold_counts,
+                                count_text=config.engine.hold_count_text)
+        return cls(loaded, store, runner, grammar, config)
+
+    def close(self) -> None:
+        if self.env is not None:
+            self.env.close()
+            self.env = None
+
+    def __exit__(self, *exc) -> None:
+        self.close()
