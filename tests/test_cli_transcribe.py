@@ -24,11 +24,12 @@ def _phrases(rate: int) -> np.ndarray:
     return np.concatenate([with_silence(synthesize(p, rate=rate), 0.4, 0.8, rate) for p in ("turn right", "shoot")])
 
 
-@pytest.mark.parametrize("rate,stereo", [(44_100, True), (16_000, False)])
-def test_transcribe_json_on_44k_stereo_and_16k_mono(tmp_path, rate, stereo):
+@pytest.mark.parametrize("rate,stereo,subtype", [(44_100, True, "PCM_16"), (44_100, False, "FLOAT"),
+                                                (16_000, False, "PCM_16")])
+def test_transcribe_json_on_44k_stereo_float_and_16k_mono(tmp_path, rate, stereo, subtype):
     x = _phrases(rate)
     path = tmp_path / f"commands_{rate}.wav"
-    write_wav(path, np.stack([x, 0.7 * x], axis=1) if stereo else x, rate)
+    write_wav(path, np.stack([x, 0.7 * x], axis=1) if stereo else x, rate, subtype)
     proc = transcribe(str(path), "--json")
     assert proc.returncode == 0, proc.stderr
     hyps = [json.loads(line) for line in proc.stdout.splitlines()]
@@ -51,7 +52,7 @@ def test_transcribe_bad_input_exits_2_with_one_line(tmp_path):
     not_wav.write_text("this is not audio\n" * 20)
     empty = tmp_path / "empty.wav"
     write_wav(empty, np.zeros(0, np.float32), 16_000)
-    for path, needle in ((tmp_path / "missing.wav", "no such file"), (not_wav, "not a PCM WAV"),
+    for path, needle in ((tmp_path / "missing.wav", "no such file"), (not_wav, "not a WAV file"),
                          (empty, "no audio")):
         proc = transcribe(str(path))
         assert proc.returncode == 2, proc.stderr

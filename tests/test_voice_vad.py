@@ -65,16 +65,19 @@ def test_resample_keeps_a_tone_and_removes_aliases():
     assert np.sqrt(np.mean(alias[64:-64] ** 2)) < 0.03
 
 
-def test_wav_roundtrip_stereo_44k(tmp_path):
+@pytest.mark.parametrize("subtype,channels", [("FLOAT", 1), ("FLOAT", 2), ("PCM_16", 2)])
+def test_float_and_16_bit_stereo_wavs_at_44k_read_mixed_and_resampled(tmp_path, subtype, channels):
     x = utterance("stop", before_s=0.1, after_s=0.1)
     x44 = resample(x, SR, 44_100)
-    path = tmp_path / "s.wav"
-    write_wav(path, np.stack([x44, 0.5 * x44], axis=1), 44_100)
+    path = tmp_path / f"s_{subtype}_{channels}.wav"
+    write_wav(path, np.stack([x44, 0.5 * x44], axis=1) if channels == 2 else x44, 44_100, subtype)
     mono, rate = read_wav(path)
-    assert rate == 44_100 and mono.ndim == 1
+    gain = 0.75 if channels == 2 else 1.0
+    assert rate == 44_100 and mono.dtype == np.float32 and mono.shape == x44.shape
+    assert np.abs(mono - gain * x44).max() < (1e-6 if subtype == "FLOAT" else 1e-4)
     y = load_audio_16k(path)
-    assert abs(y.size - x.size) <= 2
-    assert np.corrcoef(y[: x.size], 0.75 * x[: y.size])[0, 1] > 0.98
+    assert y.dtype == np.float32 and abs(y.size - x.size) <= 2
+    assert np.corrcoef(y[: x.size], gain * x[: y.size])[0, 1] > 0.98
 
 
 def test_read_wav_errors(tmp_path):
@@ -82,7 +85,7 @@ def test_read_wav_errors(tmp_path):
         read_wav(tmp_path / "missing.wav")
     bad = tmp_path / "bad.wav"
     bad.write_bytes(b"not a wav at all, just text" * 10)
-    with pytest.raises(UserError, match="not a PCM WAV"):
+    with pytest.raises(UserError, match="not a WAV file"):
         read_wav(bad)
     empty = tmp_path / "empty.wav"
     write_wav(empty, np.zeros(0, np.float32), SR)

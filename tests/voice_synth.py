@@ -5,10 +5,10 @@ from __future__ import annotations
 import shutil
 import subprocess
 import tempfile
-import wave
 from pathlib import Path
 
 import numpy as np
+import soundfile
 
 from agent_runtime.voice.audio_io import SAMPLE_RATE, read_wav, resample
 
@@ -35,16 +35,10 @@ def synthesize(text: str, voice: str = "espeak:en-us", rate: int = SAMPLE_RATE) 
     return resample(x, sr, rate)
 
 
-def write_wav(path: str | Path, samples: np.ndarray, rate: int) -> None:
-    """Write float samples ([frames] or [frames, channels]) as a 16-bit PCM WAV: test input files."""
-    samples = np.asarray(samples, np.float32)
-    channels = 1 if samples.ndim == 1 else samples.shape[1]
-    pcm = (np.clip(samples, -1.0, 1.0) * 32767.0).astype("<i2")
-    with wave.open(str(path), "wb") as w:
-        w.setnchannels(channels)
-        w.setsampwidth(2)
-        w.setframerate(rate)
-        w.writeframes(pcm.tobytes())
+def write_wav(path: str | Path, samples: np.ndarray, rate: int, subtype: str = "PCM_16") -> None:
+    """Write float samples ([frames] or [frames, channels]) as a WAV (16-bit PCM, or "FLOAT": 32-bit float): test
+    input files."""
+    soundfile.write(path, np.clip(np.asarray(samples, np.float32), -1.0, 1.0), rate, subtype=subtype, format="WAV")
 
 
 def with_silence(x: np.ndarray, before_s: float = 0.5, after_s: float = 1.0, rate: int = SAMPLE_RATE) -> np.ndarray:

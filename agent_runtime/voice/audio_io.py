@@ -4,8 +4,6 @@ WAV file or an array (ArrayMicrophone and RecordingSpeaker run as fast as they a
 
 from __future__ import annotations
 
-import math
-import wave
 from pathlib import Path
 from types import SimpleNamespace as CallbackTime  # for sounddevice's CData `time` argument (stream seconds)
 from typing import Callable
@@ -25,55 +23,29 @@ class NoAudioDeviceError(UserError):
 
 
 def read_wav(path: str | Path) -> tuple[np.ndarray, int]:
-    """A PCM WAV as float32 mono in [-1, 1] (stereo averaged) and its rate; UserError if missing, not WAV or empty."""
+    """A WAV (PCM or float; or another format libsndfile reads) as float32 mono in [-1, 1] (channels averaged) and
+    its rate; UserError if missing, not audio or empty."""
+    import soundfile
+
     path = Path(path)
     if not path.is_file():
         raise UserError(f"no such file: {path}")
     try:
-        with wave.open(str(path), "rb") as w:
-            channels, width, rate = w.getnchannels(), w.getsampwidth(), w.getframerate()
-            raw = w.readframes(w.getnframes())
-    except (wave.Error, EOFError) as e:
-        why = f" ({e})" if str(e) else ""
-        raise UserError(f"{path} is not a PCM WAV file{why}; convert it with e.g. `ffmpeg -i IN -ac 1 OUT.wav`") from None
-    if width not in (1, 2, 3, 4):
-        raise UserError(f"{path}: unsupported sample width {width} bytes")
-    # every width as the top bytes of a little-endian int32 (8-bit WAV is unsigned: flip its sign bit); exact
-    b = np.frombuffer(raw, np.uint8)
-    wide = np.zeros((b.size // width, 4), np.uint8)
-    wide[:, 4 - width :] = b[: wide.size // 4 * width].reshape(-1, width) ^ np.uint8(0x80 if width == 1 else 0)
-    x = wide.view("<i4")[:, 0].astype(np.float32) / float(1 << 31)
-    if x.size == 0 or x.size < channels:
+        x, rate = soundfile.read(path, dtype="float32", always_2d=True)
+    except soundfile.LibsndfileError as e:
+        raise UserError(f"{path} is not a WAV file ({e.error_string.rstrip('.')}); convert it with e.g. "
+                        f"`ffmpeg -i IN -ac 1 OUT.wav`") from None
+    if x.size == 0:
         raise UserError(f"{path} contains no audio samples")
-    x = x[: x.size - x.size % channels].reshape(-1, channels).mean(axis=1)
-    return x.astype(np.float32), rate
+    return x.mean(axis=1, dtype=np.float32), rate
 
 
-def resample(x: np.ndarray, src_rate: int, dst_rate: int, taps_per_side: int = 16) -> np.ndarray:
-    """Band-limited resampling by a Kaiser-windowed sinc (polyphase, exact rational ratio), numpy only; the cutoff
-    sits at the lower Nyquist frequency so downsampling does not alias."""
+def resample(x: np.ndarray, src_rate: int, dst_rate: int) -> np.ndarray:
+    """Band-limited resampling (soxr, its high quality setting): downsampling does not alias."""
+    import soxr
+
     x = np.asarray(x, np.float32)
-    if src_rate == dst_rate or x.size == 0:
-        return x.copy()
-    g = math.gcd(src_rate, dst_rate)
-    up, down = dst_rate // g, src_rate // g
-    cutoff = min(1.0, up / down) * 0.95  # relative to the input Nyquist
-    n_out = int(math.ceil(x.size * up / down))
-    k = np.arange(-taps_per_side + 1, taps_per_side + 1)  # input offsets around floor(t)
-    phases = np.arange(up) / up  # fractional part of the input position, per phase
-    d = k[None, :] - phases[:, None]  # [up, K]: where tap k sits relative to the exact input time t = base + frac
-    half = taps_per_side + 1.0
-    window = np.kaiser(2 * taps_per_side + 1, 8.0)
-    w = np.interp(d, np.linspace(-half, half, window.size), window, left=0.0, right=0.0)
-    table = (cutoff * np.sinc(cutoff * d) * w).astype(np.float32)  # [up, K]
-    padded = np.pad(x, (taps_per_side, taps_per_side + 1))
-    out = np.empty(n_out, np.float32)
-    for s in range(0, n_out, 8192):  # in slices: the gathered taps of a long file would not fit in memory
-        n = np.arange(s, min(s + 8192, n_out), dtype=np.int64)
-        base, phase = divmod(n * down, up)
-        idx = base[:, None] + k[None, :] + taps_per_side
-        out[s : s + n.size] = np.einsum("nk,nk->n", padded[idx], table[phase])
-    return out
+    return x.copy() if src_rate == dst_rate or x.size == 0 else soxr.resample(x, src_rate, dst_rate)
 
 
 def load_audio_16k(path: str | Path) -> np.ndarray:
