@@ -1,30 +1,28 @@
 """manifest.json: what a recording needs to be understood and re-run later (config, model, seeds, versions).
 
 Rewritten on close with the finished .lmp's hash, so a .lmp swapped in from elsewhere is caught before replay.
+Its JSON schema is docs/manifest.schema.json (`python -m agent_runtime.recording.manifest` writes it).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 import platform
 import time
-from dataclasses import asdict, dataclass, field, fields
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+
+from agent_runtime.atomic_write import write_json_atomic
 from agent_runtime.errors import UserError, first_line
 
 FORMAT_VERSION = 1
 SUPPORTED_VERSIONS = (1,)
 MANIFEST_FILE = "manifest.json"
 PACKAGES = ("vizdoom", "torch", "transformers", "numpy")
-REQUIRED_FIELDS = {"scenario": str, "clock": str, "config": dict, "seeds": dict, "packages": dict, "created": str}
-# optional manifest fields -> (type, how an error names it); null is always allowed
-OPTIONAL_FIELDS = {"model_id": (str, "a string"), "model_weight_hash": (str, "a string"),
-                   "threads": (int, "an integer"), "lmp": (dict, "an object"), "extra": (dict, "an object")}
 
 
 def package_versions() -> dict[str, str | None]:
@@ -48,32 +46,25 @@ def hash_file(path: str | Path, *, digest_size: int = 16) -> str:
     return h.hexdigest()
 
 
-def write_json_atomic(path: str | Path, data: Any, *, sort_keys: bool = False) -> None:
-    """A crash leaves the old file or the new one, never half of one; nor a half-written temp file (a full disk)."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        tmp.write_text(json.dumps(data, indent=2, sort_keys=sort_keys, default=str) + "\n")
-        os.replace(tmp, path)
-    except OSError:
-        tmp.unlink(missing_ok=True)
-        raise
+class Manifest(BaseModel):
+    """A recording's manifest.json; reading checks each field's JSON type (no conversions), unknown keys are ignored."""
 
+    model_config = ConfigDict(strict=True, extra="ignore", title="Recording manifest")
 
-@dataclass
-class Manifest:
-    scenario: str
-    clock: str
-    config: dict[str, Any] = field(default_factory=dict)
-    model_id: str | None = None
-    model_weight_hash: str | None = None
-    seeds: dict[str, Any] = field(default_factory=dict)
-    threads: int | None = None
-    packages: dict[str, str | None] = field(default_factory=package_versions)
-    created: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%S%z"))
-    format_version: int = FORMAT_VERSION
-    lmp: dict[str, Any] | None = None  # {"file", "scenario", "blake2b"}: set on close once the .lmp is finished
-    extra: dict[str, Any] = field(default_factory=dict)
+    scenario: str = Field(description="the scenario played (config.scenario)")
+    clock: str = Field(description="the clock that moved the world: sync, realtime, compute, fixed_cost or policy_tics")
+    config: dict[str, Any] = Field(description="the whole RunConfig, as model_dump() gives it")
+    model_id: str | None = Field(None, description="the model that played (null: none, e.g. a baseline policy)")
+    model_weight_hash: str | None = Field(None, description="blake2b of the model's weights, checked on rerun")
+    seeds: dict[str, Any] = Field(description="the seeds used: run, env, agent, model")
+    threads: int | None = Field(None, description="the model's CPU threads")
+    packages: dict[str, str | None] = Field(description="installed versions of vizdoom, torch, ..., and python")
+    created: str = Field(description="local time the recording started, ISO 8601")
+    format_version: int = Field(FORMAT_VERSION, description="this layout's version")
+    lmp: dict[str, Any] | None = Field(None, description='{"file", "scenario", "blake2b"} of the finished .lmp, set '
+                                                          'on close')
+    extra: Annotated[dict[str, Any], BeforeValidator(lambda v: {} if v is None else v)] = Field(
+        default_factory=dict, description="what else the run knew: policy, completeness, end reason, audio files")
 
     @classmethod
     def build(cls, config: Any, *, model_id: str | None = None, model_weight_hash: str | None = None,
@@ -83,12 +74,13 @@ class Manifest:
         return cls(
             scenario=str(data.get("scenario", "")), clock=str(data.get("clock", "sync")), config=data,
             model_id=model_id, model_weight_hash=model_weight_hash, threads=(data.get("model") or {}).get("threads"),
-            seeds=dict(seeds) if seeds is not None else {"run": data.get("seed")}, extra=extra,
+            seeds=dict(seeds) if seeds is not None else {"run": data.get("seed")}, packages=package_versions(),
+            created=time.strftime("%Y-%m-%dT%H:%M:%S%z"), extra=extra,
         )
 
     def write(self, path: str | Path) -> None:
         """Atomic: a crash leaves the old manifest or the new one, never half of one."""
-        write_json_atomic(path, asdict(self), sort_keys=True)
+        write_json_atomic(path, self.model_dump(), sort_keys=True)
 
     @classmethod
     def read(cls, path: str | Path) -> Manifest:
@@ -108,12 +100,24 @@ class Manifest:
         if version not in SUPPORTED_VERSIONS or isinstance(version, bool):
             raise UserError(f"{path}: unknown format_version {version!r} (this runtime reads "
                             f"{', '.join(map(str, SUPPORTED_VERSIONS))}); use the runtime version that wrote it")
-        for key, kind in REQUIRED_FIELDS.items():
-            if not isinstance(data.get(key), kind):
-                raise UserError(f"{path}: '{key}' is missing or not a {kind.__name__}")
-        for key, (kind, what) in OPTIONAL_FIELDS.items():
-            value = data.get(key)
-            if value is not None and (not isinstance(value, kind) or isinstance(value, bool)):
-                raise UserError(f"{path}: '{key}' must be {what} or null")
-        data["extra"] = data.get("extra") or {}
-        return cls(**{f.name: data.get(f.name) for f in fields(cls)})
+        try:
+            return cls.model_validate(data)
+        except ValidationError as e:
+            raise UserError(f"{path}: {_problem(e)}") from None
+
+
+def _problem(e: ValidationError) -> str:
+    """The first thing wrong with a manifest, in one line: "'threads' must be an integer or null"."""
+    first, more = e.errors()[0], e.error_count() - 1
+    where = ".".join(map(str, first["loc"]))
+    said = "is missing" if first["type"] == "missing" else f"is invalid: {first['msg'].lower()}"
+    return f"'{where}' {said}" + (f" (and {more} more problem{'s' * (more > 1)})" if more else "")
+
+
+def schema_json() -> str:
+    """docs/manifest.schema.json's text."""
+    return json.dumps(Manifest.model_json_schema(), indent=2) + "\n"
+
+
+if __name__ == "__main__":
+    print(schema_json(), end="")
