@@ -21,12 +21,13 @@ class _Strict(BaseModel):
 class BudgetConfig(_Strict):
     """Time bounds: stale frames and stale actions are dropped, never used late."""
 
-    max_frame_age_ms: float = Field(250.0, gt=0)
-    # auto: 250 ms, or two decision steps where this machine's decision step is slower than 125 ms (session/time_bounds.py)
-    max_action_age_ms: float | Literal["auto"] = "auto"
-    frames_in_view: int = Field(4, ge=1, le=64)
-    thinker_tokens_per_paragraph: int = Field(48, ge=4, le=512)
-    thinker_paragraphs_in_view: int = Field(2, ge=1, le=32)
+    max_frame_age_ms: float = Field(250.0, gt=0, description="A frame older than this is dropped, never prefilled.")
+    max_action_age_ms: float | Literal["auto"] = Field("auto", description=(
+        "An action whose frame is older than this when it would run is fenced. auto: 250 ms, or two "
+        "decision steps where one takes over 125 ms here."))
+    frames_in_view: int = Field(4, ge=1, le=64, description="Frames the views hold: the newest K.")
+    thinker_tokens_per_paragraph: int = Field(48, ge=4, le=512, description="Thinker tokens in one block.")
+    thinker_paragraphs_in_view: int = Field(2, ge=1, le=32, description="Thinker blocks the views hold: the newest K.")
 
     @field_validator("max_action_age_ms")
     @classmethod
@@ -39,73 +40,83 @@ class BudgetConfig(_Strict):
 class EngineConfig(_Strict):
     """How the multi-stream engine schedules its streams."""
 
-    decision_mode: Literal["score", "decode"] = "score"  # score: a command in one forward; decode: token by token
-    think: bool = True  # run the Thinker stream alongside the action stream
-    temperature: float = Field(0.8, gt=0, le=5)
-    prefill_tokens_per_step: int = Field(96, ge=8, le=4096)  # longer texts are prefilled in chunks
-    action_hold_tics: int = Field(4, ge=1, le=35)  # how long a command without a count holds its button
-    # score mode chooses the hold too (every command at 1..8 tics), as the expert does; false: held action_hold_tics
-    hold_counts: bool = True
-    # how a hold count is written: "joined" to its word ("left3": one row per word scores the counts), or "spaced"
-    # ("left 3", as recordings and adapters made before this setting: the space is a row of its own)
-    hold_count_text: Literal["joined", "spaced"] = "joined"
-    # "hold": decide on the frame of the tic the hold ends (as the expert plays); "frame": on every new frame
-    decision_cadence: Literal["hold", "frame"] = "hold"
-    # own past decisions the action stream reads: 0 (aimed frame lines allow for the turn in flight, and training
-    # scores a command block only approximately), 1 (more invites copying); null: all, as older recordings ran
-    action_log_in_view: int | None = Field(0, ge=0, le=64)
-    # frame lines say the side of every bearing ("imp left 3"); false: within 5 degrees "ahead", without a side
-    signed_bearings: bool = True
-    # "aimed": bearings once the turn in flight is done (control/turning.py), objects in the order an aimer takes them, as
-    # the view expert labels; "seen": as the frame shows them (recordings and adapters made before this setting)
-    frame_line: Literal["aimed", "seen"] = "aimed"
-    # frames the action stream reads, the newest K of the budgets.frames_in_view the views hold (the view expert
-    # decides from the newest alone, and each older line is ~25 tokens to learn to ignore); null: all of them
-    action_frames_in_view: int | None = Field(1, ge=1, le=64)
-    # the Thinker decodes in steps that decide a command too; false: it sits those out (a decision step's cost is
-    # the reaction time, and a thought token can wait one step)
-    think_while_deciding: bool = False
-    commentary_interval_ms: float = Field(4000.0, ge=0)
-    commentary_max_tokens: int = Field(24, ge=1, le=256)
+    decision_mode: Literal["score", "decode"] = Field("score", description=(
+        "score: a command in one forward (prompt and branches); decode: token by token."))
+    think: bool = Field(True, description="Run the Thinker stream in the same forwards as the action stream.")
+    temperature: float = Field(0.8, gt=0, le=5, description="Sampling temperature of the decoding streams.")
+    prefill_tokens_per_step: int = Field(96, ge=8, le=4096, description=(
+        "Longer user or heard text is prefilled in chunks across steps, so a reaction never waits long."))
+    action_hold_tics: int = Field(4, ge=1, le=35, description="How long a command without a count holds its button.")
+    hold_counts: bool = Field(True, description=(
+        "Score mode chooses the hold too (every command at 1..8 tics), as the expert does; false: held "
+        "action_hold_tics."))
+    hold_count_text: Literal["joined", "spaced"] = Field("joined", description=(
+        'How a hold count is written: joined ("left3", one branch row per word) or spaced ("left 3", a row more; '
+        'for recordings and adapters made so).'))
+    decision_cadence: Literal["hold", "frame"] = Field("hold", description=(
+        "hold: decide again on the frame of the tic the hold ends (as the expert plays); frame: on every new frame."))
+    action_log_in_view: int | None = Field(0, ge=0, le=64, description=(
+        "Own past decisions the action stream reads. 0: none (aimed frame lines carry the turn in flight); "
+        "1: the previous command (invites copying); null: all."))
+    signed_bearings: bool = Field(True, description=(
+        'Frame lines give every bearing a side ("imp left 3"); false: "ahead" within 5 degrees, without a side.'))
+    frame_line: Literal["aimed", "seen"] = Field("aimed", description=(
+        "aimed: bearings once the turn in flight is done, objects in aiming order (what the view expert labels "
+        "from); seen: as the frame shows them."))
+    action_frames_in_view: int | None = Field(1, ge=1, le=64, description=(
+        "Frames the action stream reads: the newest K of budgets.frames_in_view (the view expert decides from "
+        "the newest alone); null: all."))
+    think_while_deciding: bool = Field(False, description=(
+        "The Thinker decodes in steps that decide a command too; false: it sits those out (a decision step's "
+        "cost is reaction time)."))
+    commentary_interval_ms: float = Field(4000.0, ge=0, description="Time between two spoken or printed remarks.")
+    commentary_max_tokens: int = Field(24, ge=1, le=256, description="Tokens in one remark at most.")
 
 
 class VoiceConfig(_Strict):
-    """Live voice: which sound devices (index or name, see `python -m sounddevice`), how barge-in works."""
+    """Live voice (`live --voice`): which sound devices (see `python -m sounddevice`), how barge-in works."""
 
-    input_device: int | str | None = None  # None: the system default microphone
-    output_device: int | str | None = None  # None: the system default speaker
-    barge_in: Literal["pause_confirm", "half_duplex", "immediate"] = "pause_confirm"
+    input_device: int | str | None = Field(None, description="Microphone: index or name; null: the system default.")
+    output_device: int | str | None = Field(None, description="Speaker: index or name; null: the system default.")
+    barge_in: Literal["pause_confirm", "half_duplex", "immediate"] = Field("pause_confirm", description=(
+        "What user speech does while the agent talks: pause_confirm (open speakers), half_duplex, immediate "
+        "(headset); see docs/voice.md."))
 
 
 class ModelConfig(_Strict):
-    """Which weights to run and how. path=None means the embedded SmolLM2-135M-Instruct."""
+    """Which weights to run and how."""
 
-    path: str | None = None
-    # a LoRA adapter directory from `agent-runtime train`, merged at load; "default": the shipped one (embedded model
-    # only); "none" or None: the untrained model
-    adapter: str | None = "default"
-    dtype: Literal["auto", "float32", "bfloat16"] = "auto"  # auto: the CPU path's choice (agent_runtime/model/cpu_path.py)
-    threads: int | None = Field(None, ge=1, description="torch threads; None = the cores actually free")
+    path: str | None = Field(None, description=(
+        "A safetensors directory or a .gguf file; null: the embedded SmolLM2-135M-Instruct."))
+    adapter: str | None = Field("default", description=(
+        'A LoRA adapter directory from `agent-runtime train`, merged at load; "default": the one shipped for the '
+        'scenario (embedded model only); "none" or null: the untrained model.'))
+    dtype: Literal["auto", "float32", "bfloat16"] = Field("auto", description=(
+        "auto: what the CPU path measured fastest here (docs/cpu_paths.md); float32 or bfloat16 to force one."))
+    threads: int | None = Field(None, ge=1, description="torch threads; null: the cores actually free.")
 
 
 class KVConfig(_Strict):
-    """Fixed capacity of the shared KV block store."""
+    """Fixed capacity of the shared KV block store: running out is a clear error, never growth."""
 
-    capacity_tokens: int = Field(8192, ge=64)
-    page_size: int = Field(16, ge=1, le=1024)
+    capacity_tokens: int = Field(8192, ge=64, description="Tokens the KV pool holds.")
+    page_size: int = Field(16, ge=1, le=1024, description="Tokens a page of the pool holds.")
 
 
 class RunConfig(_Strict):
-    scenario: str = "defend_the_center"
-    resolution: Literal[RESOLUTIONS] = "160x120"
-    clock: Literal["sync", "realtime"] = "sync"
-    seed: int = 0
-    recordings_dir: str = "recordings"
-    budgets: BudgetConfig = BudgetConfig()
-    engine: EngineConfig = EngineConfig()
-    voice: VoiceConfig = VoiceConfig()
-    model: ModelConfig = ModelConfig()
-    kv: KVConfig = KVConfig()
+    """Top-level keys: what plays, on which clock, where recordings go."""
+
+    scenario: str = Field("defend_the_center", description="A ViZDoom scenario name or a .cfg file.")
+    resolution: Literal[RESOLUTIONS] = Field("160x120", description="Screen resolution of the engine.")
+    clock: Literal["sync", "realtime"] = Field("sync", description=(
+        "sync: the runtime says how many tics pass (headless); realtime: ASYNC_PLAYER at 35 tics/s."))
+    seed: int = Field(0, description="Seed of the first episode; episode i plays seed + i.")
+    recordings_dir: str = Field("recordings", description="Where recordings go unless --out says otherwise.")
+    budgets: BudgetConfig = Field(BudgetConfig(), description="Time bounds for frames and actions.")
+    engine: EngineConfig = Field(EngineConfig(), description="How the multi-stream engine schedules its streams.")
+    voice: VoiceConfig = Field(VoiceConfig(), description="Sound devices and barge-in for `live --voice`.")
+    model: ModelConfig = Field(ModelConfig(), description="Weights, adapter, precision, threads.")
+    kv: KVConfig = Field(KVConfig(), description="The fixed KV pool.")
 
 
 def _describe(err: ValidationError, source: str) -> str:
