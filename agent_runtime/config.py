@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from agent_runtime.errors import UserError, first_line
 
-CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+CONFIG_DIR = Path(__file__).resolve().parent / "configs"  # package data; the checkout's configs/ links here
 RESOLUTIONS = ("160x120", "200x150", "256x192", "320x240", "400x300", "640x480")
 
 

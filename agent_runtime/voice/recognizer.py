@@ -11,6 +11,7 @@ from os.path import commonprefix  # of any sequences: here, lists of words
 
 import numpy as np
 
+from agent_runtime.optional import require
 from agent_runtime.voice.vad import (SAMPLE_RATE, WINDOW_MS, OnsetEvent, SpeechStarted, SpeechStopped, VadEvent,
                                      VoiceActivityDetector)
 from agent_runtime.voice.voice_commands import PHRASES, command_for, jsgf_grammar, normalize
@@ -51,8 +52,7 @@ class CommandRecognizer:
     decoded a second time with the adapted CMN (~10 ms)."""
 
     def __init__(self, warmup_utterances: int = 1):
-        import pocketsphinx as ps
-
+        ps = require("pocketsphinx", "voice")
         config = ps.Config(loglevel="FATAL")  # grammar-mismatch notices would clutter CLI stderr
         config["samprate"] = SAMPLE_RATE
         self.decoder = ps.Decoder(config)

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from agent_runtime.errors import UserError
+from agent_runtime.optional import missing_extra, require
 from agent_runtime.voice.audio_io import BLOCK_FRAMES as WINDOW  # samples per silero window (32 ms)
 from agent_runtime.voice.audio_io import SAMPLE_RATE
 
@@ -26,7 +27,7 @@ def silero_onnx_path() -> Path:
     """The ONNX model inside the installed silero-vad wheel (found without importing torch)."""
     spec = find_spec("silero_vad")
     if spec is None or not spec.submodule_search_locations:
-        raise UserError("the silero-vad package is not installed; run `make install`")
+        raise missing_extra("silero_vad", "voice")
     path = Path(list(spec.submodule_search_locations)[0]) / "data" / "silero_vad.onnx"
     if not path.is_file():
         raise UserError(f"silero-vad is installed but {path} is missing; reinstall silero-vad")
@@ -128,8 +129,7 @@ class VoiceActivityDetector:
     min_speech_ms, min_silence_ms, onset_quiet_ms, onset_timeout_ms = 64, 256, 128, 320  # the first 3: whole windows
 
     def __init__(self):
-        import onnxruntime as ort
-
+        ort = require("onnxruntime", "voice")
         opts = ort.SessionOptions()
         opts.inter_op_num_threads = opts.intra_op_num_threads = 1  # tiny model: never compete with the LM for cores
         opts.log_severity_level = 3
