@@ -89,6 +89,7 @@ def test_replay_cli_json_video_and_rerun(tmp_path):
     cap = cv2.VideoCapture(str(out))
     assert int(cap.get(cv2.CAP_PROP_FRAME_COUNT)) == result["video"]["frames"] > 0
     cap.release()
+    assert result["video"]["codec"] in ("h264", "mpeg4")  # mpeg4: PyAV not installed
     proc = cli("replay", str(rec), "--rerun")
     # a hand-made recording (no policy, no clock_advance events) is checked, then refused for a rerun
     assert proc.returncode == 2 and "cannot be re-run" in proc.stderr and "Traceback" not in proc.stderr

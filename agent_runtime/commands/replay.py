@@ -10,7 +10,8 @@ import sys
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("dir", metavar="DIR", help="recording directory (manifest.json, events.jsonl, episode.lmp)")
     p.add_argument("--video", metavar="OUT.mp4",
-                   help="also write an mp4 of the replay with action/Thinker/commentary overlays")
+                   help="also write a video of the replay with action/Thinker/commentary overlays (.mp4: H.264, "
+                        ".webm: VP9, with PyAV installed: the [video] extra)")
     p.add_argument("--rerun", action="store_true",
                    help="also play the episode again (same model, seeds, step costs and user inputs) and compare its "
                         "actions with the recorded ones; exit 1 when they differ")
@@ -40,7 +41,8 @@ def run(args: argparse.Namespace) -> int:
         print(check.describe())
         if "video" in result:
             v = result["video"]
-            print(f"video: {v['path']} ({v['frames']} frames at {v['fps']:g} fps, {v['size'][0]}x{v['size'][1]})")
+            print(f"video: {v['path']} ({v['frames']} frames at {v['fps']:g} fps, {v['size'][0]}x{v['size'][1]}, "
+                  f"{v['codec']})")
         if "rerun" in result:  # describe_rerun was imported with --rerun
             print(describe_rerun(result["rerun"]))
     return 0 if check.ok and result.get("rerun", {}).get("same_actions", True) else 1

@@ -1,6 +1,7 @@
-"""An mp4 of a recording: the .lmp replayed frame by frame, with what the agent did and said at that tic.
+"""A video of a recording: the .lmp replayed frame by frame, with what the agent did and said at that tic.
 
-Events without a tic (audio) take the tic of the event before them.
+Events without a tic (audio) take the tic of the event before them. Encoded in a codec browsers play (.mp4: H.264,
+.webm: VP9) through PyAV (the [video] extra; FFmpeg in its wheel), else what OpenCV's own FFmpeg has.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import numpy as np
 from agent_runtime import signals
 from agent_runtime.session.clocks import TICS_PER_SECOND
 from agent_runtime.errors import UserError
+from agent_runtime.notices import Notify, stderr_line
 from agent_runtime.session.events import Event, Kind
 from agent_runtime.recording.recording import Recording
 from agent_runtime.recording.replay_check import replayed_frames
@@ -25,6 +27,9 @@ PANEL_LINES = 7
 # kinds whose text the overlay keeps showing until the next one -> the overlay's field for it
 TEXT_FIELDS = {Kind.THINKER_PARAGRAPH: "thinker", "commentary": "commentary", "tts_chunk": "commentary",
                "asr_final": "user", "user_input": "user"}
+# PyAV's encoder (fast settings: a replay films in about its own time) and the codec's name: .webm VP9, else H.264
+VP9 = ("libvpx-vp9", {"deadline": "realtime", "cpu-used": "8", "row-mt": "1"}, "vp9")
+H264 = ("libx264", {"preset": "veryfast"}, "h264")
 
 
 @dataclass
@@ -76,14 +81,53 @@ def _events_by_tic(events: list[Event]) -> list[tuple[int, Event]]:
     return out
 
 
+class _AvWriter:
+    """Frames encoded by PyAV in yuv420p (what browsers decode), an .mp4's index first (faststart); cv2's interface."""
+
+    def __init__(self, out: Path, encoder: tuple[str, dict, str], size: tuple[int, int], fps: int):
+        import av
+
+        self.av, faststart = av, {"movflags": "+faststart"} if out.suffix.lower() == ".mp4" else {}
+        self.container = av.open(str(out), "w", options=faststart)
+        self.stream = self.container.add_stream(encoder[0], rate=fps, options=encoder[1], width=size[0],
+                                                height=size[1], pix_fmt="yuv420p")
+
+    def write(self, image: np.ndarray) -> None:
+        self.container.mux(self.stream.encode(self.av.VideoFrame.from_ndarray(image, format="bgr24")))
+
+    def release(self) -> None:
+        self.container.mux(self.stream.encode(None))  # what the encoder still holds
+        self.container.close()
+
+
+def _open_writer(out: Path, size: tuple[int, int], fps: int, notify: Notify):
+    """(writer, codec): .webm in VP9, else H.264, through PyAV; else OpenCV's VP9 or mp4v (said: browsers skip it)."""
+    import cv2
+
+    webm = out.suffix.lower() == ".webm"
+    encoder = VP9 if webm else H264
+    try:
+        return _AvWriter(out, encoder, size, fps), encoder[2]
+    except Exception:  # PyAV not installed (the [video] extra), its FFmpeg without the encoder, or not writable
+        pass
+    fourcc, codec = ("VP90", "vp9") if webm else ("mp4v", "mpeg4")
+    writer = cv2.VideoWriter(str(out), cv2.VideoWriter_fourcc(*fourcc), float(fps), size)
+    if not writer.isOpened():
+        raise UserError(f"cannot write video {out} ({codec} codec, check the directory exists and is writable)")
+    if codec == "mpeg4":
+        notify(f"note: {out} is MPEG-4 part 2 (mp4v), which browsers do not play; `pip install av` gives H.264")
+    return writer, codec
+
+
 @signals.stoppable()
-def write_video(recording: Recording, out_path: str | Path, *, max_frames: int | None = None) -> dict:
-    """Replay the recording into out_path (mp4v) at the game's 35 fps; returns {"path", "frames", "fps", "size"}."""
+def write_video(recording: Recording, out_path: str | Path, *, max_frames: int | None = None,
+                notify: Notify = stderr_line) -> dict:
+    """Replay the recording into out_path at the game's 35 fps; returns {"path", "frames", "fps", "size", "codec"}."""
     import cv2
 
     out, fps = Path(out_path), TICS_PER_SECOND
     pending = _events_by_tic(recording.events)
-    state, cursor, n_frames, writer, size = OverlayState(), 0, 0, None, None
+    state, cursor, n_frames, writer, size, codec = OverlayState(), 0, 0, None, None, None
     font, font_scale, line_h = cv2.FONT_HERSHEY_SIMPLEX, 0.42, 16
     try:
         with replayed_frames(recording) as frames:
@@ -102,9 +146,7 @@ def write_video(recording: Recording, out_path: str | Path, *, max_frames: int |
                 image = np.vstack([big, panel])
                 if writer is None:
                     size = (image.shape[1], image.shape[0])
-                    writer = cv2.VideoWriter(str(out), cv2.VideoWriter_fourcc(*"mp4v"), float(fps), size)
-                    if not writer.isOpened():
-                        raise UserError(f"cannot write video {out} (mp4v codec, check the directory exists and is writable)")
+                    writer, codec = _open_writer(out, size, fps, notify)
                 writer.write(image)
                 n_frames += 1
     finally:
@@ -112,4 +154,4 @@ def write_video(recording: Recording, out_path: str | Path, *, max_frames: int |
             writer.release()
     if n_frames == 0:
         raise UserError(f"{recording.lmp_path}: the replay produced no frames; no video written")
-    return {"path": str(out), "frames": n_frames, "fps": fps, "size": list(size)}
+    return {"path": str(out), "frames": n_frames, "fps": fps, "size": list(size), "codec": codec}
