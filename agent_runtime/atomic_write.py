@@ -18,30 +18,18 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     `path` when the block ends, removed when it raises (a directory replaces only a missing or empty one)."""
     path = Path(path)
     tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
-    _remove(tmp)
     try:
         yield tmp
         for written in sorted(tmp.iterdir()) if tmp.is_dir() else [tmp]:
             with open(written, "rb") as f:
                 os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
-        _remove(tmp)
-        raise
+    finally:  # nothing there once renamed
+        shutil.rmtree(tmp, ignore_errors=True)  # a directory the block left
+        tmp.unlink(missing_ok=True)  # a file
 
 
-def _remove(path: Path) -> None:
-    if path.is_dir():
-        shutil.rmtree(path, ignore_errors=True)
-    else:
-        path.unlink(missing_ok=True)
-
-
-def write_text_atomic(path: str | Path, text: str) -> None:
+def write_json_atomic(path: str | Path, data: Any, *, sort_keys: bool = False) -> None:
+    """`data` as indented JSON (what json cannot encode as its str()), atomically."""
     with atomic_path(path) as tmp:
-        tmp.write_text(text)
-
-
-def write_json_atomic(path: str | Path, data: Any, *, sort_keys: bool = False, indent: int | None = 2) -> None:
-    """`data` as JSON (what json cannot encode as its str()), atomically."""
-    write_text_atomic(path, json.dumps(data, indent=indent, sort_keys=sort_keys, default=str) + "\n")
+        tmp.write_text(json.dumps(data, indent=2, sort_keys=sort_keys, default=str) + "\n")

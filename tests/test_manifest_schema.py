@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from agent_runtime.errors import UserError
-from agent_runtime.recording.manifest import Manifest, schema_json
+from agent_runtime.recording.manifest import Manifest
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE = REPO / "recordings" / "sample"
@@ -20,7 +20,7 @@ SAMPLE = REPO / "recordings" / "sample"
 
 def test_schema_file_is_current():
     schema = REPO / "docs" / "manifest.schema.json"
-    assert schema.exists() and schema.read_text() == schema_json(), (
+    assert schema.exists() and schema.read_text() == json.dumps(Manifest.model_json_schema(), indent=2) + "\n", (
         "docs/manifest.schema.json is out of date; regenerate it with "
         "`.venv/bin/python -m agent_runtime.recording.manifest > docs/manifest.schema.json`")
 

@@ -11,19 +11,15 @@ import math
 from pathlib import Path
 from typing import Any
 
+from pydantic import TypeAdapter, ValidationError
+
 from agent_runtime.errors import UserError
 from agent_runtime.session.events import Event
 from agent_runtime.recording.write_guard import GuardedFile, WriteGuard
 
 EVENTS_FILE = "events.jsonl"
 
-_NULL = type(None)
-# Event field -> accepted JSON types (a bool is never a number here).
-_FIELDS: dict[str, tuple] = {
-    "seq": (int,), "session": (str,), "stream": (str,), "generation": (int,), "kind": (str,),
-    "tic": (int, _NULL), "t_mono": (int, float), "t_wall": (int, float), "clock": (str,),
-    "sim_ms": (int, float, _NULL), "payload": (dict,),
-}
+_EVENT = TypeAdapter(Event)
 
 
 def _jsonable(value: Any) -> Any:
@@ -66,23 +62,17 @@ class EventLogWriter(GuardedFile):
 
 
 def _decode_line(raw: bytes) -> Event | str:
-    """An Event, or the reason the line is not one."""
+    """An Event (each field's JSON type checked: no conversions, a bool is no number), or why the line is not one."""
     try:
-        data = json.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError:
-        return "not UTF-8 text"
-    except RecursionError:
-        return "JSON nested too deeply"
-    except ValueError as e:  # JSONDecodeError, and ints too long to convert
-        return f"not valid JSON ({str(e).splitlines()[0] if str(e) else 'bad value'})"
-    if not isinstance(data, dict):
-        return "not a JSON object"
-    for key, kinds in _FIELDS.items():
-        if key not in data:
+        return _EVENT.validate_json(raw, strict=True)
+    except ValidationError as e:
+        error = e.errors()[0]
+        key = ".".join(map(str, error["loc"]))
+        if error["type"] == "json_invalid":
+            return f"not valid JSON ({error['msg'].removeprefix('Invalid JSON: ')})"
+        if error["type"] == "missing":
             return f"missing key '{key}'"
-        if isinstance(data[key], bool) or not isinstance(data[key], kinds):
-            return f"bad type for '{key}'"
-    return Event(**{key: data[key] for key in _FIELDS})
+        return f"bad type for '{key}'" if key else "not a JSON object"
 
 
 def parse_event_log(data: bytes, source: str = EVENTS_FILE) -> tuple[list[Event], list[str]]:

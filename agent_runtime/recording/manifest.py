@@ -114,10 +114,5 @@ def _problem(e: ValidationError) -> str:
     return f"'{where}' {said}" + (f" (and {more} more problem{'s' * (more > 1)})" if more else "")
 
 
-def schema_json() -> str:
-    """docs/manifest.schema.json's text."""
-    return json.dumps(Manifest.model_json_schema(), indent=2) + "\n"
-
-
-if __name__ == "__main__":
-    print(schema_json(), end="")
+if __name__ == "__main__":  # docs/manifest.schema.json
+    print(json.dumps(Manifest.model_json_schema(), indent=2))
