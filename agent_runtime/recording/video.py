@@ -16,6 +16,7 @@ from agent_runtime import signals
 from agent_runtime.session.clocks import TICS_PER_SECOND
 from agent_runtime.errors import UserError
 from agent_runtime.notices import Notify, stderr_line
+from agent_runtime.optional import require
 from agent_runtime.session.events import Event, Kind
 from agent_runtime.recording.recording import Recording
 from agent_runtime.recording.replay_check import replayed_frames
@@ -102,8 +103,7 @@ class _AvWriter:
 
 def _open_writer(out: Path, size: tuple[int, int], fps: int, notify: Notify):
     """(writer, codec): .webm in VP9, else H.264, through PyAV; else OpenCV's VP9 or mp4v (said: browsers skip it)."""
-    import cv2
-
+    cv2 = require("cv2", "video")
     webm = out.suffix.lower() == ".webm"
     encoder = VP9 if webm else H264
     try:
@@ -123,8 +123,7 @@ def _open_writer(out: Path, size: tuple[int, int], fps: int, notify: Notify):
 def write_video(recording: Recording, out_path: str | Path, *, max_frames: int | None = None,
                 notify: Notify = stderr_line) -> dict:
     """Replay the recording into out_path at the game's 35 fps; returns {"path", "frames", "fps", "size", "codec"}."""
-    import cv2
-
+    cv2 = require("cv2", "video")
     out, fps = Path(out_path), TICS_PER_SECOND
     pending = _events_by_tic(recording.events)
     state, cursor, n_frames, writer, size, codec = OverlayState(), 0, 0, None, None, None

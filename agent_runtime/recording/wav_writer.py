@@ -12,6 +12,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from agent_runtime.optional import require
 from agent_runtime.recording.write_guard import GuardedFile, WriteGuard
 
 SFC_SET_UPDATE_HEADER_AUTO = 0x1061  # libsndfile's sf_command (sndfile.h); soundfile has no method for it
@@ -21,8 +22,7 @@ class WavWriter(GuardedFile):
     """write() takes int16, or float in [-1, 1] (clipped); [frames] or [frames, channels]."""
 
     def __init__(self, path: str | Path, rate: int, channels: int = 1, *, guard: WriteGuard | None = None):
-        import soundfile
-
+        soundfile = require("soundfile", "voice")
         super().__init__(path, "wb", "audio file", guard)
         self.rate, self.channels, self.n_frames = int(rate), int(channels), 0
         sink = SimpleNamespace(write=self._to_disk, seek=self._file.seek, tell=self._file.tell)  # virtual I/O

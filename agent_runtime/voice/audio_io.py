@@ -11,6 +11,7 @@ from typing import Callable
 import numpy as np
 
 from agent_runtime.errors import UserError
+from agent_runtime.optional import require
 
 SAMPLE_RATE = 16_000  # what the VAD and the recognizer consume
 BLOCK_FRAMES = 512  # 32 ms at 16 kHz: one silero window, the input block size
@@ -25,8 +26,7 @@ class NoAudioDeviceError(UserError):
 def read_wav(path: str | Path) -> tuple[np.ndarray, int]:
     """A WAV (PCM or float; or another format libsndfile reads) as float32 mono in [-1, 1] (channels averaged) and
     its rate; UserError if missing, not audio or empty."""
-    import soundfile
-
+    soundfile = require("soundfile", "voice")
     path = Path(path)
     if not path.is_file():
         raise UserError(f"no such file: {path}")
@@ -42,10 +42,8 @@ def read_wav(path: str | Path) -> tuple[np.ndarray, int]:
 
 def resample(x: np.ndarray, src_rate: int, dst_rate: int) -> np.ndarray:
     """Band-limited resampling (soxr, its high quality setting): downsampling does not alias."""
-    import soxr
-
     x = np.asarray(x, np.float32)
-    return x.copy() if src_rate == dst_rate or x.size == 0 else soxr.resample(x, src_rate, dst_rate)
+    return x.copy() if src_rate == dst_rate or x.size == 0 else require("soxr", "voice").resample(x, src_rate, dst_rate)
 
 
 def load_audio_16k(path: str | Path) -> np.ndarray:
