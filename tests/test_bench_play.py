@@ -46,3 +46,12 @@ def test_bench_play_agent_subset_and_bad_agent_name(tmp_path):
     assert set(json.loads(proc.stdout)["agents"]) == {"expert", "random"}
     bad = _bench("--agents", "expert,wizard", "--out", str(tmp_path))
     assert bad.returncode == 2 and "unknown agent(s) wizard" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_the_std_shown_with_plus_minus_is_the_sample_std():
+    from agent_runtime.benchmarks.play_bench import _agent_summary
+
+    s = _agent_summary([{"kills": k, "reward": 2 * k, "tics": 100} for k in (1, 2, 3, 6)])
+    assert s["kills_mean"] == 3.0 and abs(s["kills_std"] - (14 / 3) ** 0.5) < 1e-12  # n - 1, not n
+    assert abs(s["reward_std"] - 2 * s["kills_std"]) < 1e-12 and s["tics_std"] == 0.0
+    assert _agent_summary([{"kills": 4, "reward": 1, "tics": 9}])["kills_std"] == 0.0

@@ -17,12 +17,12 @@ MODEL_AGENTS = ("multi_stream", "multi_stream_untrained", "sequential", "no_thin
 
 
 def _agent_summary(runs: list[dict]) -> dict:
-    """One agent's episodes: mean and standard deviation of kills, reward and tics, and its reaction p50."""
+    """One agent's episodes: mean and sample std (n - 1) of kills, reward and tics, and its reaction p50."""
     out = {"episodes": len(runs)}
     for name in ("kills", "reward", "tics"):
         values = [float(r[name]) for r in runs]
         out[f"{name}_mean"] = float(statistics.mean(values))
-        out[f"{name}_std"] = float(statistics.pstdev(values)) if len(values) > 1 else 0.0
+        out[f"{name}_std"] = float(statistics.stdev(values)) if len(values) > 1 else 0.0
     samples = [x for r in runs for x in r.get("reaction_samples_ms", [])]
     out["reaction_ms_p50"] = percentile(samples, 50)
     bounds = [r["max_action_age_ms"] for r in runs if "max_action_age_ms" in r]
@@ -122,7 +122,7 @@ def plot_kills(result: dict, path: Path, title: str) -> None:
     fig, ax = subplots(figsize=(8, 3.6))
     colors = ["tab:blue" if n in MODEL_AGENTS else "tab:gray" for n in names]
     ax.bar(names, means, yerr=stds, capsize=4, color=colors)
-    ax.set_ylabel("kills per episode (mean ± std)")
+    ax.set_ylabel("kills per episode (mean ± sample std)")
     ax.set_title(title)
     ax.tick_params(axis="x", labelrotation=20)
     save_figure(fig, path, dpi=110)
