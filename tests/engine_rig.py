@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from agent_runtime.config import BudgetConfig, RunConfig
+from agent_runtime.engine.multistream_agent import MultiStreamAgent
+from agent_runtime.session.generation import SessionGeneration
 from agent_runtime.session.runtime import Runtime
 from agent_runtime.model.model_loader import load_model
 from envs.doom_env import DoomEnv
@@ -34,3 +36,12 @@ class ActRecorder:
     def __call__(self, buttons, tics=1):
         self.calls.append((dict(buttons), tics))
         return self._act(buttons, tics)
+
+
+def make_agent(runtime: Runtime, scenario: str, generation: SessionGeneration | None = None, *, commentary=False,
+               on_sentence=None, bus=None, **engine) -> MultiStreamAgent:
+    """The engine as the CLI builds it: the runtime's config sections, with the `engine` keys given overridden."""
+    return MultiStreamAgent(runtime.runner, runtime.loaded.tokenizer, runtime.grammar,
+                            generation if generation is not None else SessionGeneration(),
+                            engine=runtime.config.engine.model_copy(update=engine), budgets=runtime.config.budgets,
+                            scenario=scenario, commentary=commentary, on_sentence=on_sentence, bus=bus)

@@ -11,10 +11,9 @@ from agent_runtime.session.clocks import FixedCost
 from agent_runtime.session.events import EventBus
 from agent_runtime.session.generation import SessionGeneration
 from agent_runtime.session.llm_episode import run_llm_episode
-from agent_runtime.engine.multistream_agent import MultiStreamAgent
 from agent_runtime.session.sync_world import TimedFrame
 from envs.doom_env import DoomEnv
-from tests.engine_rig import make_runtime, tiny_loaded
+from tests.engine_rig import make_agent, make_runtime, tiny_loaded
 
 pytestmark = pytest.mark.cpu_sensitive
 
@@ -78,8 +77,7 @@ def test_an_interruption_lets_the_next_frame_decide_even_mid_hold():
     with DoomEnv("defend_the_center", seed=3) as env:
         runtime = make_runtime(env)
         generation = SessionGeneration()
-        agent = MultiStreamAgent(runtime.runner, runtime.loaded.tokenizer, runtime.grammar, runtime.config.budgets,
-                                 generation, scenario=env.scenario, think=False)
+        agent = make_agent(runtime, env.scenario, generation, think=False)
         try:
             frame = env.new_episode()
             agent.push_frame(TimedFrame(frame, 0.0))
@@ -146,9 +144,7 @@ def test_the_previous_command_sits_whole_after_its_own_prompt_even_when_the_next
 def test_the_action_view_reads_the_newest_frames_it_is_told_and_the_thinker_all_the_views_hold(frames):
     with DoomEnv("defend_the_center", seed=3) as env:
         runtime = make_runtime(env, frames_in_view=4, engine={"action_frames_in_view": frames})
-        agent = MultiStreamAgent(runtime.runner, runtime.loaded.tokenizer, runtime.grammar, runtime.config.budgets,
-                                 SessionGeneration(), scenario=env.scenario,
-                                 action_frames_in_view=runtime.config.engine.action_frames_in_view)
+        agent = make_agent(runtime, env.scenario)
         try:
             frame = env.new_episode()
             for tic in range(6):

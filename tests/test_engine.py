@@ -16,13 +16,12 @@ from agent_runtime.session.events import EventBus
 from agent_runtime.session.generation import SessionGeneration
 from agent_runtime.session.llm_episode import run_llm_episode
 from agent_runtime.engine.model_runner import StreamInput
-from agent_runtime.engine.multistream_agent import MultiStreamAgent
 from agent_runtime.session.time_bounds import TimeBounds
 from agent_runtime.session.sync_world import SyncWorld, TimedFrame
 from agent_runtime.session.clocks import SessionClock
 from agent_runtime.engine.view import View
 from envs.doom_env import DoomEnv
-from tests.engine_rig import ActRecorder, make_runtime
+from tests.engine_rig import ActRecorder, make_agent, make_runtime
 
 pytestmark = pytest.mark.cpu_sensitive  # `make test` runs it again on the forced AVX2 path
 
@@ -79,8 +78,7 @@ def test_a_generation_bump_fences_every_in_flight_action():
 def test_a_generation_bump_abandons_the_decision_in_progress(env):
     runtime = make_runtime(env)
     generation = SessionGeneration()
-    agent = MultiStreamAgent(runtime.runner, runtime.loaded.tokenizer, runtime.grammar, runtime.config.budgets,
-                             generation, scenario=env.scenario, decision_mode="decode")
+    agent = make_agent(runtime, env.scenario, generation, decision_mode="decode")
     try:
         agent.push_frame(TimedFrame(env.new_episode(), 0.0))
         first = agent.step(0.0)
@@ -95,14 +93,9 @@ def test_a_generation_bump_abandons_the_decision_in_progress(env):
 
 
 @pytest.mark.parametrize("mode", ["score", "decode"])
-def test_only_valid_commands_reach_the_env(env, mode, monkeypatch):
+def test_only_valid_commands_reach_the_env(env, mode):
     recorder = ActRecorder(env)
-    runtime = make_runtime(env, max_action_age_ms=1000.0)
-    import agent_runtime.session.llm_episode as llm_episode
-
-    original = llm_episode.MultiStreamAgent
-    monkeypatch.setattr(llm_episode, "MultiStreamAgent",
-                        lambda *a, **k: original(*a, **{**k, "decision_mode": mode}))
+    runtime = make_runtime(env, max_action_age_ms=1000.0, engine={"decision_mode": mode})
     bus = EventBus()
     result = run_llm_episode(env, runtime, max_tics=120, fixed_cost=FixedCost(), bus=bus)
     valid = {c.text for c in runtime.grammar.commands} | {c.text for c, _ in runtime.grammar.candidates(runtime.loaded.tokenizer)}
@@ -219,8 +212,7 @@ def test_a_long_user_text_is_prefilled_in_chunks_while_the_action_stream_keeps_d
     runtime = make_runtime(env)
     tok = runtime.loaded.tokenizer
     generation = SessionGeneration()
-    agent = MultiStreamAgent(runtime.runner, tok, runtime.grammar, runtime.config.budgets, generation,
-                             scenario=env.scenario, prefill_tokens_per_step=48, decision_cadence="frame")
+    agent = make_agent(runtime, env.scenario, generation, prefill_tokens_per_step=48, decision_cadence="frame")
     world = SyncWorld(env, SessionClock(FixedCost()))
     text = " ".join(["enemies keep coming from the left side of the room"] * 12)
     try:

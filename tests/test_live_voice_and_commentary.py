@@ -9,7 +9,6 @@ import numpy as np
 from agent_runtime.session.clocks import FixedCost
 from agent_runtime.session.generation import SessionGeneration
 from agent_runtime.session.live_session import run_live
-from agent_runtime.engine.multistream_agent import MultiStreamAgent
 from agent_runtime.session.sync_world import SyncWorld, TimedFrame
 from agent_runtime.session.clocks import SessionClock
 from agent_runtime.recording.episode_recorder import EpisodeRecording
@@ -18,7 +17,7 @@ from agent_runtime.recording.recording import Recording
 from agent_runtime.voice.audio_io import read_wav
 from agent_runtime.voice.voice_io import VoiceIO
 from envs.doom_env import DoomEnv
-from tests.engine_rig import make_runtime
+from tests.engine_rig import make_agent, make_runtime
 from tests.voice_synth import synthesize, with_silence
 
 
@@ -59,9 +58,8 @@ def test_commentary_stops_at_the_next_step_after_a_bump_and_only_heard_text_ente
     with DoomEnv("defend_the_center", seed=2) as env:
         runtime = make_runtime(env)
         generation = SessionGeneration()
-        agent = MultiStreamAgent(runtime.runner, runtime.loaded.tokenizer, runtime.grammar, runtime.config.budgets,
-                                 generation, scenario=env.scenario, commentary=True, commentary_max_tokens=40,
-                                 on_sentence=lambda text, gen: spoken.append((text, gen)))
+        agent = make_agent(runtime, env.scenario, generation, commentary=True, commentary_max_tokens=40,
+                           on_sentence=lambda text, gen: spoken.append((text, gen)))
         world = SyncWorld(env, SessionClock(FixedCost()))
         try:
             agent.push_frame(TimedFrame(env.new_episode(), 0.0))

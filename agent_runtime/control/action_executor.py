@@ -47,9 +47,9 @@ class ExecutorStats:
 
 
 class ActionExecutor:
-    def __init__(self, world, generation: SessionGeneration, bounds: TimeBounds):
-        self.world, self.generation, self.bounds = world, generation, bounds
-        self.bus = None  # the session loop's (SessionLoop.use_bus)
+    def __init__(self, world, generation: SessionGeneration, bounds: TimeBounds, *, bus=None):
+        """bus: where executed and fenced actions are recorded (None: nowhere)."""
+        self.world, self.generation, self.bounds, self.bus = world, generation, bounds, bus
         self.stats = ExecutorStats()
 
     def execute(self, action: Action, now_ms: float) -> bool:

@@ -1,8 +1,9 @@
 """The agent's sections of blocks (system, user, commentary, thoughts, actions, status, frames), their caps, and
-each stream's view kept equal to an ordered selection of them.
+the views that follow them.
 
-Past its cap the oldest block leaves the section and is released; a block leaving every view is freed without
-recompute.
+The only code that changes a section: a section holds one reference to each of its blocks; past its cap the
+oldest block leaves it and is released. Every change re-syncs each following view to its ordered selection of
+the sections, so a stream never syncs views itself. A block leaving every view is freed without recompute.
 """
 
 from __future__ import annotations
@@ -12,25 +13,53 @@ from agent_runtime.engine.view import View
 
 SECTION_NAMES = ("system", "user", "commentary", "thoughts", "actions", "status", "frames")
 
+Selection = list[tuple[str, "int | None"]]  # (section name, how many newest blocks; None = all), in view order
 
-class BlockSections(dict):
+
+class BlockSections:
     def __init__(self, store: KVBlockStore, caps: dict[str, int]):
-        super().__init__({name: [] for name in SECTION_NAMES})
         self.store, self.caps = store, caps
+        self._blocks: dict[str, list[Block]] = {name: [] for name in SECTION_NAMES}
+        self._followers: list[tuple[View, Selection]] = []
+
+    def __getitem__(self, name: str) -> list[Block]:
+        return list(self._blocks[name])
 
     def add(self, name: str, block: Block) -> None:
-        """The block joins the section; past its cap, the oldest leave it (released)."""
-        blocks = self[name]
+        """The block joins the section with the caller's hold; past its cap, the oldest leave it (released)."""
+        blocks = self._blocks[name]
         blocks.append(block)
         while len(blocks) > self.caps[name]:
             self.store.release(blocks.pop(0))
+        self._changed()
 
-    def sync(self, view: View, order: list[tuple[str, int | None]]) -> None:
-        """Make `view` read, in `order`, (section name, how many newest blocks; None = all): retains what is new and
-        releases what left."""
+    def drop_oldest(self, name: str) -> Block:
+        """The section's oldest block leaves it (released)."""
+        block = self._blocks[name].pop(0)
+        self.store.release(block)
+        self._changed()
+        return block
+
+    def clear(self, name: str) -> None:
+        while self._blocks[name]:
+            self.store.release(self._blocks[name].pop(0))
+        self._changed()
+
+    def follow(self, view: View, selection: Selection) -> None:
+        """From now on `view` reads, in order, its selection of the sections."""
+        self._followers.append((view, selection))
+        self._sync(view, selection)
+
+    def _changed(self) -> None:
+        for view, selection in self._followers:
+            self._sync(view, selection)
+
+    def _sync(self, view: View, selection: Selection) -> None:
+        """Make `view` read its selection: retains what is new and releases what left."""
         want: list[Block] = []
-        for name, newest in order:
-            want += self[name] if newest is None else self[name][-newest:] if newest > 0 else []
+        for name, newest in selection:
+            blocks = self._blocks[name]
+            want += blocks if newest is None else blocks[-newest:] if newest > 0 else []
         if [id(b) for b in want] == [id(b) for b in view.blocks]:
             return
         for b in want:
@@ -40,7 +69,8 @@ class BlockSections(dict):
         view.blocks = want
 
     def release_all(self) -> None:
+        """Every follower stops following; every section's blocks are released."""
+        self._followers = []
         for name in SECTION_NAMES:
-            for block in self[name]:
-                self.store.release(block)
-            self[name] = []
+            while self._blocks[name]:
+                self.store.release(self._blocks[name].pop(0))

@@ -12,8 +12,8 @@ from agent_runtime.control.action_executor import Action
 from agent_runtime.control.action_grammar import ActionGrammar, Command, CommandScorer
 from agent_runtime.engine.block_sections import SECTION_NAMES, BlockSections
 from agent_runtime.session.clocks import measured
-from agent_runtime.config import BudgetConfig
-from agent_runtime.session.events import Kind
+from agent_runtime.config import BudgetConfig, EngineConfig
+from agent_runtime.session.events import EventBus, Kind
 from agent_runtime.session.generation import Interruption, SessionGeneration
 from agent_runtime.engine.model_runner import ModelRunner
 from agent_runtime.notices import OncePerKind, stderr_line
@@ -58,12 +58,6 @@ class StepOutcome:
     batch: list[tuple[str, int]]
 
 
-def engine_options(engine) -> dict:
-    """MultiStreamAgent keyword arguments from the config's `engine` section (the same names), less the hold options
-    that shape the grammar (Runtime.build)."""
-    return engine.model_dump(exclude={"action_hold_tics", "hold_counts", "hold_count_text"})
-
-
 def prefill_system(runner: ModelRunner, tokenizer, grammar: ActionGrammar, scenario: str) -> Block:
     """The system prompt in a block of its own, held once by the caller (the engine and the baselines read it)."""
     system = runner.store.create("system")
@@ -74,55 +68,59 @@ def prefill_system(runner: ModelRunner, tokenizer, grammar: ActionGrammar, scena
 
 
 class MultiStreamAgent:
-    def __init__(self, runner: ModelRunner, tokenizer, grammar: ActionGrammar, budgets: BudgetConfig,
-                 generation: SessionGeneration, *, scenario: str, seed: int = 0, think: bool = True,
-                 temperature: float = 0.8, prefill_tokens_per_step: int = 96, action_log_in_view: int | None = 0,
-                 signed_bearings: bool = True, frame_line: str = "seen", action_frames_in_view: int | None = None,
-                 think_while_deciding: bool = True, decision_mode: str = "score", decision_cadence: str = "hold",
-                 commentary: bool = False, on_sentence=None, commentary_interval_ms: float = 4000.0,
-                 commentary_max_tokens: int = 24, on_decision=None, notify=stderr_line):
-        """The engine options (engine_options) mean what config.EngineConfig says. on_decision(view_tokens,
-        timed_frame, command, isolated_spans): called at every decision with the tokens the action view read and its
-        isolated spans (data collection); a Command it returns is acted (and logged) instead of the model's (DAgger's
-        mix of expert and model). on_sentence(text, generation): each finished remark sentence (commentary=True).
+    def __init__(self, runner: ModelRunner, tokenizer, grammar: ActionGrammar, generation: SessionGeneration, *,
+                 engine: EngineConfig, budgets: BudgetConfig, scenario: str, seed: int = 0, commentary: bool = False,
+                 on_sentence=None, on_decision=None, bus: EventBus | None = None, notify=stderr_line):
+        """engine and budgets: the run's config sections, the one source of the engine's options (config.py says
+        what each means). on_decision(view_tokens, timed_frame, command, isolated_spans): called at every decision
+        with the tokens the action view read and its isolated spans (data collection); a Command it returns is
+        acted (and logged) instead of the model's (DAgger's mix of expert and model). on_sentence(text,
+        generation): each finished remark sentence (commentary=True). bus: where events go (None: nowhere).
         notify(line): where the once-a-session line about cut or dropped user text goes (None: events only)."""
-        whole_log = action_log_in_view is None
-        decisions_per_block, kept = (8, 1) if whole_log else (1, max(action_log_in_view, ACTION_LOG_KEPT))
-        self.runner, self.store, self.tok, self.generation, self.bus = runner, runner.store, tokenizer, generation, None
-        self.prefill_tokens_per_step = prefill_tokens_per_step
+        whole_log = engine.action_log_in_view is None
+        decisions_per_block, kept = (8, 1) if whole_log else (1, max(engine.action_log_in_view, ACTION_LOG_KEPT))
+        self.runner, self.store, self.tok, self.generation, self.bus = runner, runner.store, tokenizer, generation, bus
+        self.prefill_tokens_per_step = engine.prefill_tokens_per_step
         self.stats = AgentStats()
         self.now_ms = 0.0
+        self.seen_generation = generation.current
         self.sections = BlockSections(self.store, {
             "system": 1, "actions": kept, "user": 2, "commentary": 2, "status": 1,
             "thoughts": budgets.thinker_paragraphs_in_view, "frames": budgets.frames_in_view})
-        self.sections["system"] = [prefill_system(runner, tokenizer, grammar, scenario)]
-        sample = sampler(temperature, seed)
-        end_tokens = {t for t in (tokenizer.eos_token_id,) if t is not None}
-        ctx = StreamContext(self.store, self.sections, self.stats, self._emit, tokenizer, self._sync_views)
-        self.frames = FrameStream(ctx, TimeBounds(max_frame_age_ms=budgets.max_frame_age_ms),
-                                  listened=lambda: self.bus is not None, signed=signed_bearings,
-                                  aimed=frame_line == "aimed")
-        self.user = UserTextStream(ctx, notice=OncePerKind(notify))
-        self.heard = TextInStream("heard", "commentary", ctx)
-        self.action = ActionStream(ctx, grammar, CommandScorer(grammar, tokenizer), encode(tokenizer, ACTION_PROMPT),
-                                   self.frames, mode=decision_mode, decisions_per_block=decisions_per_block,
-                                   on_decision=on_decision, cadence=decision_cadence)
-        self.thinker = ThinkerStream(ctx, encode(tokenizer, THOUGHT_PROMPT), sample=sample, end_tokens=end_tokens,
-                                     paragraph_tokens=budgets.thinker_tokens_per_paragraph,
-                                     while_deciding=think_while_deciding)
-        self.commentary = CommentaryStream(
-            ctx, encode(tokenizer, COMMENTARY_PROMPT), sample=sample, on_sentence=on_sentence, end_tokens=end_tokens,
-            context=lambda: self.action.view.blocks[:] if self.frames.in_view else [],
-            interval_ms=commentary_interval_ms, max_tokens=commentary_max_tokens)
-        self.decoders = [self.action] + ([self.thinker] if think else []) + ([self.commentary] if commentary else [])
+        self.sections.add("system", prefill_system(runner, tokenizer, grammar, scenario))
+        self._build_streams(grammar, engine, budgets, seed, decisions_per_block, commentary, on_sentence,
+                            on_decision, notify)
         # the Thinker reads every section; the action view its own past decisions and the frames only as many as
         # asked (None: all), with the newest remark and thought
-        self.views = [(self.action.view, [("system", None), ("user", None), ("commentary", 1), ("thoughts", 1),
-                                          ("actions", action_log_in_view), ("status", None),
-                                          ("frames", action_frames_in_view)]),
-                      (self.thinker.view, [(name, None) for name in SECTION_NAMES])]
-        self._sync_views()
-        generation.subscribe("engine", self.on_interruption)
+        self.sections.follow(self.action.view, [
+            ("system", None), ("user", None), ("commentary", 1), ("thoughts", 1),
+            ("actions", engine.action_log_in_view), ("status", None), ("frames", engine.action_frames_in_view)])
+        self.sections.follow(self.thinker.view, [(name, None) for name in SECTION_NAMES])
+        generation.subscribe("engine", self._record_interruption)
+
+    def _build_streams(self, grammar, engine: EngineConfig, budgets: BudgetConfig, seed, decisions_per_block,
+                       commentary, on_sentence, on_decision, notify) -> None:
+        sample = sampler(engine.temperature, seed)
+        end_tokens = {t for t in (self.tok.eos_token_id,) if t is not None}
+        ctx = StreamContext(self.store, self.sections, self.stats, self._emit, self.tok)
+        self.frames = FrameStream(ctx, TimeBounds(max_frame_age_ms=budgets.max_frame_age_ms),
+                                  listened=lambda: self.bus is not None, signed=engine.signed_bearings,
+                                  aimed=engine.frame_line == "aimed")
+        self.user = UserTextStream(ctx, notice=OncePerKind(notify))
+        self.heard = TextInStream("heard", "commentary", ctx)
+        self.action = ActionStream(ctx, grammar, CommandScorer(grammar, self.tok), encode(self.tok, ACTION_PROMPT),
+                                   self.frames, mode=engine.decision_mode, decisions_per_block=decisions_per_block,
+                                   on_decision=on_decision, cadence=engine.decision_cadence)
+        self.thinker = ThinkerStream(ctx, encode(self.tok, THOUGHT_PROMPT), sample=sample, end_tokens=end_tokens,
+                                     paragraph_tokens=budgets.thinker_tokens_per_paragraph,
+                                     while_deciding=engine.think_while_deciding)
+        self.commentary = CommentaryStream(
+            ctx, encode(self.tok, COMMENTARY_PROMPT), sample=sample, on_sentence=on_sentence, end_tokens=end_tokens,
+            context=lambda: self.action.view.blocks[:] if self.frames.in_view else [],
+            interval_ms=engine.commentary_interval_ms, max_tokens=engine.commentary_max_tokens)
+        decoders = [self.action] + ([self.thinker] if engine.think else []) + ([self.commentary] if commentary else [])
+        # the schedule's order: the newest frame first, then text in, then the decoders (action first: it decides)
+        self.streams = [self.frames, self.user, self.heard, *decoders]
 
     def push_frame(self, timed: TimedFrame) -> None:
         self.frames.push(timed)
@@ -137,9 +135,9 @@ class MultiStreamAgent:
             return None
         return Action(command, gen, newest.frame.tic, max(newest.read_ms, now_ms), now_ms, source="user")
 
-    def on_interruption(self, interruption: Interruption) -> None:
-        """The engine's part of an interruption: it is recorded here, first; the remark being decoded stops and a
-        decision under way is abandoned at the next step (the engine may be mid-forward on another thread)."""
+    def _record_interruption(self, interruption: Interruption) -> None:
+        """The engine's part of an interruption, at the bump: it is recorded here, first. Each stream hears of it at
+        the start of the next step (Stream.on_interruption; the engine may be mid-forward on another thread)."""
         self._emit(Kind.GENERATION_BUMP, "user", generation=interruption.generation, sim_ms=interruption.sim_ms,
                    reason=interruption.reason, to=interruption.generation, **interruption.detail)
 
@@ -155,12 +153,15 @@ class MultiStreamAgent:
         """The game restarted: old frames leave the views (tics start over); thoughts and history stay."""
         self.frames.clear()
         self.action.restart()
-        self._sync_views()
 
     def step(self, now_ms: float) -> StepOutcome:
         self.now_ms = now_ms
-        plan = schedule(now_ms, self.generation.current, self.prefill_tokens_per_step, frames=self.frames,
-                        texts=[self.user, self.heard], decoders=self.decoders, sync_views=self._sync_views)
+        generation = self.generation.current
+        if generation != self.seen_generation:  # an interruption: every stream hears it once, before scheduling
+            self.seen_generation = generation
+            for stream in self.streams:
+                stream.on_interruption(generation, now_ms)
+        plan = schedule(now_ms, generation, self.prefill_tokens_per_step, self.streams)
         if not plan.rows:
             return StepOutcome([], 0.0, 0, 0, [])
         result, seconds = measured(self.runner.forward, [row.input for row in plan.rows])
@@ -185,19 +186,14 @@ class MultiStreamAgent:
                    compute_ms=seconds * 1000.0, pool_used_pages=self.store.used_pages)
         return StepOutcome(actions, seconds, decode_rows, prefill_tokens, batch)
 
-    def _sync_views(self) -> None:
-        """Every view equals its selection of the sections (retain/release inside; a section's holds are ours)."""
-        for view, order in self.views:
-            self.sections.sync(view, order)
-
     def _emit(self, kind: str, stream: str, *, generation: int | None = None, **fields) -> None:
         if self.bus is not None:
             generation = self.generation.current if generation is None else generation
             self.bus.emit(kind, stream, generation=generation, **fields)
 
     def close(self) -> None:
-        self.generation.unsubscribe(self.on_interruption)
+        self.generation.unsubscribe(self._record_interruption)
         self.commentary.stop("closed", self.now_ms)
+        self.sections.release_all()
         for stream in (self.user, self.heard, self.action, self.thinker, self.frames):
             stream.close()
-        self.sections.release_all()

@@ -36,7 +36,7 @@ class SequentialAgent:
         self.aimed = runtime.config.engine.frame_line == "aimed"
         self.generation, self.think_tokens = generation, think_tokens
         self.source = "sequential" if think_tokens else "no_think"
-        self.sample = sampler(0.8, seed)  # the engine's default temperature
+        self.sample = sampler(runtime.config.engine.temperature, seed)
         self.scorer = CommandScorer(runtime.grammar, self.tok)
         self.system = prefill_system(self.runner, self.tok, runtime.grammar, scenario)
         self.action_prompt, self.thought_prompt = encode(self.tok, ACTION_PROMPT), encode(self.tok, THOUGHT_PROMPT)

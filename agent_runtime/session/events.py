@@ -103,3 +103,26 @@ class EventBus:
 
     def of_kind(self, kind: str) -> list[Event]:
         return [e for e in self.events if e.kind == kind]
+
+
+class BusRelay:
+    """A bus that forwards to the bus of the episode under way. Built into the session's objects once, as observers
+    are given to a pipeline when it is built; a timed live session switches it to each episode's own recording."""
+
+    def __init__(self, target: EventBus):
+        self.target = target
+
+    @property
+    def clock(self) -> str:
+        return self.target.clock
+
+    @clock.setter
+    def clock(self, name: str) -> None:
+        self.target.clock = name
+
+    def switch(self, target: EventBus) -> None:
+        """Events from here on go to `target`, on the same clock."""
+        target.clock, self.target = self.target.clock, target
+
+    def emit(self, kind: str, stream: str, **fields) -> Event:
+        return self.target.emit(kind, stream, **fields)

@@ -14,9 +14,9 @@ from envs.doom_env import DoomEnv, EngineDied
 from agent_runtime import signals
 from agent_runtime.control.action_executor import ActionExecutor
 from agent_runtime.session.clocks import MS_PER_TIC, WallClock
-from agent_runtime.session.events import EventBus
+from agent_runtime.session.events import BusRelay, EventBus
 from agent_runtime.session.generation import SessionGeneration
-from agent_runtime.engine.multistream_agent import MultiStreamAgent, engine_options
+from agent_runtime.engine.multistream_agent import MultiStreamAgent
 from agent_runtime.notices import OncePerKind, stderr_line
 from agent_runtime.session.session_loop import SessionLoop
 from agent_runtime.engine.streams.text_in import MAX_PENDING_TYPED_LINES, MAX_USER_TEXT_CHARS
@@ -134,17 +134,17 @@ def run_live(env: DoomEnv, runtime, *, seconds: float | None = None, voice=None,
     timed session in its own directory: its bus and .lmp path replace bus and record_path. notify(line): where
     the agent's once-a-session lines about cut or dropped user text go; print_commentary(line): where remarks go
     without voice (None: no commentary)."""
-    if recordings is not None:
-        bus, record_path = recordings.bus, recordings.lmp_path
+    if recordings is not None:  # every episode's events go to its own recording, through one relay
+        bus, record_path = BusRelay(recordings.bus), recordings.lmp_path
     config = runtime.config
     generation = generation or (voice.session if voice is not None else SessionGeneration())
     world = RealTimeWorld(env)
-    executor = ActionExecutor(world, generation, runtime.time_bounds())
+    executor = ActionExecutor(world, generation, runtime.time_bounds(), bus=bus)
     printed = PrintedCommentary(generation, print_commentary) if voice is None and print_commentary else None
     speaker = voice if voice is not None else printed
-    agent = MultiStreamAgent(runtime.runner, runtime.tokenizer, runtime.grammar, config.budgets, generation,
-                             scenario=env.scenario, commentary=speaker is not None, notify=notify,
-                             on_sentence=speaker.say if speaker is not None else None, **engine_options(config.engine))
+    agent = MultiStreamAgent(runtime.runner, runtime.tokenizer, runtime.grammar, generation, engine=config.engine,
+                             budgets=config.budgets, scenario=env.scenario, commentary=speaker is not None,
+                             on_sentence=speaker.say if speaker is not None else None, bus=bus, notify=notify)
     inputs = LiveInputs(runtime.grammar, typed=typed, voice=voice, printed=printed)
     loop = SessionLoop(world, agent, executor, inputs=inputs, bus=bus, progress=progress, store=runtime.store)
 
@@ -152,7 +152,7 @@ def run_live(env: DoomEnv, runtime, *, seconds: float | None = None, voice=None,
         if recordings is None:
             return start(None)
         recordings.start(index)
-        loop.use_bus(recordings.bus)
+        bus.switch(recordings.bus)
         first = start(recordings.lmp_path)
         recordings.previous_finished()
         return first

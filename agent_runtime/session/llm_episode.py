@@ -6,7 +6,7 @@ from envs.doom_env import DoomEnv
 
 from agent_runtime.session.clocks import FixedCost, SessionClock
 from agent_runtime.session.events import EventBus
-from agent_runtime.engine.multistream_agent import MultiStreamAgent, engine_options
+from agent_runtime.engine.multistream_agent import MultiStreamAgent
 from agent_runtime.session.runtime import Runtime
 from agent_runtime.session.session_loop import play_headless
 from agent_runtime.control.user_inputs import ScriptedInputs
@@ -20,12 +20,12 @@ def run_llm_episode(env: DoomEnv, runtime: Runtime, *, seed: int | None = None, 
     user_script: {engine step: text or (text, command)}; replay_costs: step costs (ms) to charge, not measured."""
     config = runtime.config
     bounds = runtime.time_bounds(fixed_cost)
-    options = {**engine_options(config.engine), "think": think and config.engine.think}
+    engine = config.engine.model_copy(update={"think": think and config.engine.think})
     result, _ = play_headless(
         env, SessionClock(fixed_cost, replay_costs=replay_costs), bounds,
-        lambda generation: MultiStreamAgent(runtime.runner, runtime.tokenizer, runtime.grammar, config.budgets,
-                                            generation, scenario=env.scenario, seed=agent_seed,
-                                            on_decision=on_decision, **options),
+        lambda generation: MultiStreamAgent(runtime.runner, runtime.tokenizer, runtime.grammar, generation,
+                                            engine=engine, budgets=config.budgets, scenario=env.scenario,
+                                            seed=agent_seed, on_decision=on_decision, bus=bus),
         inputs=ScriptedInputs(user_script, runtime.grammar) if user_script else None, bus=bus, progress=progress,
         store=runtime.store, record_path=record_path, seed=seed, max_tics=max_tics)
     result["max_action_age_ms"] = bounds.max_action_age_ms  # what fenced the actions (auto: resolved here)

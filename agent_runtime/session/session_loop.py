@@ -33,18 +33,14 @@ class SessionTotals:
 
 class SessionLoop:
     def __init__(self, world, agent, executor, *, inputs=None, bus=None, progress=None, store=None):
-        """progress(report: dict) every couple of seconds of session time (episode, tic, kills, reward, actions);
+        """bus: the one the agent and the executor were built with (its events follow the world's clock);
+        progress(report: dict) every couple of seconds of session time (episode, tic, kills, reward, actions);
         store: the KV pool whose peak use is reported."""
         self.world, self.agent, self.executor, self.generation = world, agent, executor, executor.generation
-        self.inputs, self.progress, self.store = inputs, progress, store
-        self.use_bus(bus)
-        self.totals = SessionTotals()
-
-    def use_bus(self, bus) -> None:
-        """Events from here on go to `bus` (a timed live session records each episode on its own)."""
-        self.bus = self.agent.bus = self.executor.bus = bus
+        self.inputs, self.progress, self.store, self.bus = inputs, progress, store, bus
         if bus is not None:
-            bus.clock = self.world.clock.name
+            bus.clock = world.clock.name
+        self.totals = SessionTotals()
 
     def run(self, *, record_path=None, seed=None, max_tics: int | None = None, seconds: float | None = None,
             next_episode=None) -> None:
@@ -135,10 +131,11 @@ class SessionLoop:
 def play_headless(env, clock, bounds, make_agent, *, inputs=None, bus=None, progress=None, store=None,
                   **run) -> tuple[dict, object]:
     """One headless episode on a SyncWorld, whoever plays: the agent make_agent(generation) builds (closed after
-    the run) in the one loop; returns its result (SessionLoop.result) and the agent. run: SessionLoop.run's keywords."""
+    the run) in the one loop; returns its result (SessionLoop.result) and the agent. run: SessionLoop.run's keywords.
+    bus: where the loop and the executor record events (make_agent gives its agent the same one)."""
     world = SyncWorld(env, clock, bounds)
     generation = SessionGeneration()
-    executor = ActionExecutor(world, generation, bounds)
+    executor = ActionExecutor(world, generation, bounds, bus=bus)
     agent = make_agent(generation)
     loop = SessionLoop(world, agent, executor, inputs=inputs, bus=bus, progress=progress, store=store)
     try:

@@ -39,10 +39,12 @@ class ActionStream(Stream):
         self.last_frame_tic = -1
         self.next_decision_tic = -1  # cadence "hold": no decision on a frame before this tic
 
-    def expire(self, now_ms: float, generation: int) -> None:
-        if self.decoder is not None and self.generation != generation:
+    def on_interruption(self, generation: int, now_ms: float) -> None:
+        """A decision under way is abandoned, and the hold under way no longer stands: decide on the next frame."""
+        if self.decoder is not None:
             self.decoder, self.unfed = None, []
             self.stats.decisions_abandoned += 1
+        self.next_decision_tic = -1
 
     def schedule(self, plan: StepPlan) -> None:
         if self.decoder is not None:  # decode mode, mid-command: feed the chosen tokens, get the next branch
@@ -50,8 +52,6 @@ class ActionStream(Stream):
             plan.add(self, StreamInput(self.view, self._take_unfed(), logits="last"))
             return
         newest = self.frames.newest_in_view()
-        if plan.generation != self.generation:
-            self.next_decision_tic = -1  # interrupted: the hold under way no longer stands
         if newest is None or newest.frame.tic <= self.last_frame_tic or newest.frame.tic < self.next_decision_tic:
             if self.unfed:  # the tail of the last command, so other streams see it whole
                 plan.add(self, StreamInput(self.view, self._take_unfed(), logits="none"))
@@ -113,5 +113,4 @@ class ActionStream(Stream):
                                self._take_unfed(), logits="none")
         self.sections.add("actions", self.view.roll_own("actions"))
         self.decisions_in_block = 0
-        self.on_change()
         return tail

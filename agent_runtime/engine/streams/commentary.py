@@ -37,9 +37,8 @@ class CommentaryStream(Stream):
         self.view, self.pending = None, []
         self.stats.remarks_stopped += 1
 
-    def expire(self, now_ms: float, generation: int) -> None:
-        if self.view is not None and self.generation != generation:  # checked at consumption time
-            self.stop("generation", now_ms)
+    def on_interruption(self, generation: int, now_ms: float) -> None:
+        self.stop("generation", now_ms)  # a remark of an older generation never decodes another token
 
     def schedule(self, plan: StepPlan) -> None:
         """Continue the remark, or start one over the context when the rate limit allows."""

@@ -7,7 +7,6 @@ counted. A frame block attends only to itself; the own status gets a block only 
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
 
 from envs.observation_text import encode_seen, encode_status
 
@@ -33,12 +32,6 @@ def status_line(frame) -> str:
     return STATUS_PREFIX + encode_status(frame)
 
 
-@dataclass
-class FrameEntry:
-    block: Block
-    timed: TimedFrame
-
-
 class FrameStream(Stream):
     role = "frame"
 
@@ -46,7 +39,7 @@ class FrameStream(Stream):
         super().__init__(ctx)
         self.bounds, self.listened, self.signed, self.aimed = bounds, listened, signed, aimed
         self.pending: deque[TimedFrame] = deque()
-        self.in_view: deque[FrameEntry] = deque()
+        self.in_view: deque[TimedFrame] = deque()  # the frames section's blocks' frames, oldest first
         self.status_text: str | None = None  # what the newest status block says
 
     def push(self, timed: TimedFrame) -> None:
@@ -60,9 +53,9 @@ class FrameStream(Stream):
         return self.pending[-1] if self.pending else self.newest_in_view()
 
     def newest_in_view(self) -> TimedFrame | None:
-        return self.in_view[-1].timed if self.in_view else None
+        return self.in_view[-1] if self.in_view else None
 
-    def expire(self, now_ms: float, generation: int) -> None:
+    def expire(self, now_ms: float) -> None:
         kept = deque()
         for timed in self.pending:
             if self.bounds.frame_stale(timed.read_ms, now_ms):
@@ -72,8 +65,9 @@ class FrameStream(Stream):
         while len(kept) > 1:  # only the newest pending frame is worth prefilling; older ones are superseded
             self._dropped(kept.popleft(), now_ms, "superseded")
         self.pending = kept
-        while self.in_view and self.bounds.frame_stale(self.in_view[0].timed.read_ms, now_ms):
-            self._evict_oldest()
+        while self.in_view and self.bounds.frame_stale(self.in_view[0].read_ms, now_ms):
+            self.in_view.popleft()
+            self.sections.drop_oldest("frames")
 
     def schedule(self, plan: StepPlan) -> None:
         """The newest pending frame (and its status when it changed) goes first, whatever the budget."""
@@ -88,13 +82,13 @@ class FrameStream(Stream):
         line = frame_line(timed, self.signed, self.aimed)
         block, tokens = self._prefill(plan, f"frame{timed.frame.tic}", line, "frame")
         plan.budget -= tokens + status_tokens
-        self.in_view.append(FrameEntry(block, timed))
-        self._publish()
+        self.in_view.append(timed)
+        self.sections.add("frames", block)  # past the section's cap the oldest frame leaves it
+        while len(self.in_view) > len(self.sections["frames"]):
+            self.in_view.popleft()
         self.stats.frames_prefilled += 1
         self.emit(Kind.FRAME_PREFILLED, "frames", tic=timed.frame.tic, sim_ms=plan.now_ms,
                   age_ms=plan.now_ms - timed.read_ms, tokens=tokens, status_tokens=status_tokens)
-        while len(self.in_view) > self.sections.caps["frames"]:
-            self._evict_oldest()
 
     def _prefill(self, plan: StepPlan, label: str, text: str, role: str) -> tuple[Block, int]:
         """A row prefilling `text` into a new block of its own (its creation hold is the caller's); its tokens."""
@@ -105,19 +99,11 @@ class FrameStream(Stream):
 
     def clear(self) -> None:
         """Every frame leaves the views: the game restarted (tics start over), or the stream closes."""
-        while self.in_view:
-            self._evict_oldest()
+        self.in_view.clear()
+        self.sections.clear("frames")
         self.pending.clear()
 
     close = clear
-
-    def _evict_oldest(self) -> None:
-        self.store.release(self.in_view.popleft().block)
-        self._publish()
-
-    def _publish(self) -> None:
-        """The frames section is the frames in view (their blocks are this stream's to release)."""
-        self.sections["frames"] = [e.block for e in self.in_view]
 
     def _dropped(self, timed: TimedFrame, now_ms: float, reason: str) -> None:
         self.stats.frames_dropped += 1

@@ -1,7 +1,8 @@
 """The Stream type: one producer or consumer of tokens in the engine's shared forward.
 
 A role, a view (the blocks it reads) and an own-block policy (a fresh block per item, a block rolled over every
-few items, or a scratch block no other view reads); per step expire, schedule, then postprocess its logits.
+few items, or a scratch block no other view reads). The agent calls every stream the same way: on_interruption
+once per new generation, then each step expire, schedule, and postprocess for the logits of its rows.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ class StreamContext:
     stats: object  # the agent's AgentStats
     emit: Callable  # emit(kind, stream, generation=, tic=, sim_ms=, **payload)
     tok: object  # the tokenizer
-    on_change: Callable[[], None]  # a section changed: the views follow it
 
 
 @dataclass
@@ -56,10 +56,14 @@ class Stream:
 
     def __init__(self, ctx: StreamContext):
         self.store, self.sections, self.stats, self.emit = ctx.store, ctx.sections, ctx.stats, ctx.emit
-        self.tok, self.on_change = ctx.tok, ctx.on_change
+        self.tok = ctx.tok
 
-    def expire(self, now_ms: float, generation: int) -> None:
-        """Drop stale work before anything is scheduled (the scheduler calls this first)."""
+    def on_interruption(self, generation: int, now_ms: float) -> None:
+        """The session moved to `generation` (a barge-in, a user command): drop work begun in an older one. Called
+        once per new generation, at the start of the first step that sees it (the bump may come from any thread)."""
+
+    def expire(self, now_ms: float) -> None:
+        """Drop work too old to be worth doing (the scheduler calls this first)."""
 
     def schedule(self, plan: StepPlan) -> None:
         """Add this step's rows to the plan."""

@@ -21,6 +21,7 @@ MAX_USER_TOKENS = 256  # a command is a few tokens; a paragraph of instructions 
 MAX_PENDING_USER_TEXTS = 4  # texts waiting for prefill; older ones are dropped when more arrive
 MAX_USER_TEXT_CHARS = 4096  # read or tokenized at most: well over MAX_USER_TOKENS tokens of ordinary text
 MAX_PENDING_TYPED_LINES = 16  # typed lines waiting for the engine loop
+MIN_PREFILL_CHUNK = 8  # a text chunk is at least this long when any prefill budget is left
 
 
 @dataclass
@@ -39,7 +40,14 @@ class TextInStream(Stream):
     def push(self, tokens: list[int]) -> None:
         self.queue.append(TextPrefill(tokens))
 
-    def schedule_chunk(self, plan: StepPlan, size: int) -> bool:
+    def schedule(self, plan: StepPlan) -> None:
+        """Waiting texts in chunks within what the frame left of the step's prefill budget (a flood never delays a
+        reaction); with any budget left, at least MIN_PREFILL_CHUNK tokens, so a long text keeps advancing."""
+        while self.queue and plan.budget > 0:
+            if not self._schedule_chunk(plan, max(plan.budget, MIN_PREFILL_CHUNK)):
+                break  # continued next step
+
+    def _schedule_chunk(self, plan: StepPlan, size: int) -> bool:
         """Prefill up to `size` tokens of the oldest text; True when that text is complete."""
         job = self.queue[0]
         if job.view is None:  # the view holds the new block until its text is complete

@@ -47,4 +47,3 @@ class ThinkerStream(Stream):
         self.emit(Kind.THINKER_PARAGRAPH, "thinker", sim_ms=plan.now_ms, text=self.tok.decode(block.token_ids))
         self.pending = list(self.prompt)
         self.paragraph_tokens = 0
-        self.on_change()
