@@ -12,7 +12,8 @@ from agent_runtime.model import adapters
 
 from agent_runtime.model import model_loader
 from agent_runtime.model.adapters import SHIPPED_ADAPTER, SHIPPED_BY_SCENARIO, resolve_adapter, shipped_adapter
-from agent_runtime.model.model_loader import cache_dir, load_model
+from agent_runtime.model.cpu_path import cache_dir
+from agent_runtime.model.model_loader import load_model
 
 SHIPPED = {"defend_the_center": SHIPPED_ADAPTER, **SHIPPED_BY_SCENARIO}
 

@@ -20,6 +20,7 @@ from itertools import groupby
 from operator import itemgetter
 from pathlib import Path
 
+import psutil
 import torch
 import torch.nn.functional as F
 
@@ -109,12 +110,16 @@ def detect_features() -> CpuFeatures:
                        cores=allowed_cores(), model_name=name, forced=forced)
 
 
+def cache_dir() -> Path:
+    """Where converted models and CPU probes are kept: DOOM_AGENT_CACHE, else the XDG cache."""
+    xdg = os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache"))
+    return Path(os.environ.get("DOOM_AGENT_CACHE") or os.path.join(xdg, "doom-agent-runtime"))
+
+
 def free_cores() -> int:
     """Cores not busy right now (sampled), at least 1: oversubscribing makes CPU decode several times slower.
     Real-time play needs no core of its own: the game and audio threads take well under half a core."""
     try:
-        import psutil
-
         busy = sum(1 for p in psutil.cpu_percent(interval=0.2, percpu=True) if p > 50.0)
     except Exception:
         busy = round(os.getloadavg()[0])
@@ -295,8 +300,6 @@ _MEASURED: dict[tuple, tuple[dict, str]] = {}  # (features, threads) -> (timings
 
 def cpu_path(*, dtype: str = "auto", threads: int | None = None) -> CpuPath:
     """Probe (or read the cache) and decide. `dtype` as config and CLI checked it; `threads` None: the cores free."""
-    from agent_runtime.model.model_loader import cache_dir
-
     features = detect_features()
     n = threads or free_cores()
     key = (features, n)

@@ -18,9 +18,10 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from safetensors import safe_open
 
 from agent_runtime.model.adapters import AdapterInfo, merge_adapter, read_adapter, resolve_adapter
-from agent_runtime.model.cpu_path import DTYPES, CpuPath, cpu_path
+from agent_runtime.model.cpu_path import DTYPES, CpuPath, cache_dir, cpu_path
 from agent_runtime.errors import UserError, first_line
 
 EMBEDDED_MODEL_ID = "SmolLM2-135M-Instruct"
@@ -47,12 +48,6 @@ class LoadedModel:
     @property
     def config(self):
         return self.model.config
-
-
-def cache_dir() -> Path:
-    """Where converted models and CPU probes are kept: DOOM_AGENT_CACHE, else the XDG cache."""
-    xdg = os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache"))
-    return Path(os.environ.get("DOOM_AGENT_CACHE") or os.path.join(xdg, "doom-agent-runtime"))
 
 
 def _weight_hash(model: torch.nn.Module, *, any_precision: bool = False) -> str:
@@ -130,8 +125,6 @@ def cache_problem(directory: Path) -> str | None:
         if not path.is_file() or path.stat().st_size != size:
             return f"{name} is missing or truncated"
     try:
-        from safetensors import safe_open
-
         with safe_open(str(directory / "model.safetensors"), "pt"):
             pass
     except Exception as e:  # the library's own error types

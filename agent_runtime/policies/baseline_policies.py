@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -17,25 +16,12 @@ from agent_runtime.control.action_grammar import Command
 from agent_runtime.session.clocks import SessionClock
 from agent_runtime.session.generation import SessionGeneration
 from agent_runtime.engine.multistream_agent import AgentStats, StepOutcome
+from agent_runtime.policies.expert_policy import Decision, LagAwareExpertPolicy, frame_width, pixels_to_degrees
 from agent_runtime.session.session_loop import play_headless
 from agent_runtime.session.sync_world import TimedFrame
 from agent_runtime.session.time_bounds import TimeBounds
 
-Decision = tuple[dict[str, float], int]  # (buttons pressed -> value, tics to hold)
-
-HORIZONTAL_FOV_DEGREES = 90.0  # ViZDoom default
 DELTA_BUTTON = "TURN_LEFT_RIGHT_DELTA"
-
-
-def frame_width(frame: Frame, default: int) -> int:
-    """The frame's width in pixels; `default` for a frame without a screen (labels alone)."""
-    return frame.screen.shape[1] if frame.screen is not None else default
-
-
-def pixels_to_degrees(offset_px: float, width: int) -> float:
-    """Degrees (positive = right) of a screen column `offset_px` right of the centre, through the 90° lens."""
-    half_fov = math.radians(HORIZONTAL_FOV_DEGREES / 2.0)
-    return math.degrees(math.atan(offset_px / (width / 2.0) * math.tan(half_fov)))
 
 
 class RandomPolicy:
@@ -100,9 +86,7 @@ def make_policy(name: str, buttons: Sequence[str], *, seed: int | None = None, s
         return RandomPolicy(buttons, seed)
     if name == "scripted":
         return ScriptedAimPolicy(buttons, screen_width=screen_width)
-    if name == "expert":  # imported here: that module builds on this one
-        from agent_runtime.policies.expert_policy import LagAwareExpertPolicy
-
+    if name == "expert":
         return LagAwareExpertPolicy(buttons, screen_width=screen_width)
     raise ValueError(f"unknown baseline policy '{name}'; use expert, random or scripted")
 

@@ -19,7 +19,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from agent_runtime.control.action_grammar import NOOP
-from agent_runtime.policies.baseline_policies import HORIZONTAL_FOV_DEGREES, Decision, frame_width, pixels_to_degrees
 from agent_runtime.control.turning import MAX_HOLD_TICS, TURN_SIGN, TurnModel
 from envs.frame import Frame, ObjectLabel
 from envs.observation_text import bearing_degrees, distance_units
@@ -43,6 +42,20 @@ PICKUP_CATEGORIES = frozenset({"Health"})
 PICKUP_REACH_UNITS = 24.0  # a pickup passed this close sideways is still taken
 MIN_ALIGN_DEGREES = 3.0
 STRAFE_SIGN = {"MOVE_LEFT": 1.0, "MOVE_RIGHT": -1.0}
+
+Decision = tuple[dict[str, float], int]  # (buttons pressed -> value, tics to hold)
+HORIZONTAL_FOV_DEGREES = 90.0  # ViZDoom default
+
+
+def frame_width(frame: Frame, default: int) -> int:
+    """The frame's width in pixels; `default` for a frame without a screen (labels alone)."""
+    return frame.screen.shape[1] if frame.screen is not None else default
+
+
+def pixels_to_degrees(offset_px: float, width: int) -> float:
+    """Degrees (positive = right) of a screen column `offset_px` right of the centre, through the 90° lens."""
+    half_fov = math.radians(HORIZONTAL_FOV_DEGREES / 2.0)
+    return math.degrees(math.atan(offset_px / (width / 2.0) * math.tan(half_fov)))
 
 
 def is_target(label: ObjectLabel, hunting: bool) -> bool:
