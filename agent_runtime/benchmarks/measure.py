@@ -1,4 +1,5 @@
-"""Small helpers shared by the benchmarks: medians with spread, percentile keys, the machine header, plots."""
+"""Small helpers shared by the benchmarks: medians with spread, percentile keys, the model and the machine header
+they run on, plots."""
 
 from __future__ import annotations
 
@@ -6,6 +7,11 @@ import platform
 import statistics
 from dataclasses import dataclass
 
+import torch
+
+from agent_runtime.model.adapters import DEFAULT
+from agent_runtime.model.cpu_path import allowed_cores
+from agent_runtime.model.model_loader import load_for_cpu
 from agent_runtime.notices import stderr_line
 from agent_runtime.percentiles import percentile
 
@@ -26,10 +32,6 @@ class Timing:
 
 def machine_info(model_id: str, threads: int, clock: str, device: str = "cpu", cpu=None) -> dict:
     """What every benchmark prints first and stores: the machine, and the CPU path it decided (`cpu`)."""
-    import torch
-
-    from agent_runtime.model.cpu_path import allowed_cores
-
     return {
         "cpu": (cpu.features.model_name if cpu is not None else "") or platform.processor() or platform.machine(),
         "cores": allowed_cores(),
@@ -41,6 +43,22 @@ def machine_info(model_id: str, threads: int, clock: str, device: str = "cpu", c
         "clock": clock,
         **({"cpu_path": cpu.name, "cpu_decision": cpu.describe()} if cpu is not None else {}),
     }
+
+
+def load_bench_model(args, *, clock: str | None = None, device: str = "cpu", header: bool = True,
+                     threads: int | None = None):
+    """Threads (--threads), model and the machine header every benchmark prints first (a Ray worker's: the driver
+    prints it). clock None: the episode benches', a fixed cost per token or the measured step time; threads: the
+    CPUs Ray reserved for a worker (default --threads)."""
+    adapter = (args.adapter or DEFAULT) if hasattr(args, "adapter") else None  # kv and memory measure no skill
+    loaded = load_for_cpu(args.model, dtype=args.dtype, threads=threads or getattr(args, "threads", None),
+                          adapter=adapter, scenario=getattr(args, "scenario", None),
+                          tokenizer=args.bench != "kv", announce=False)  # the header says it
+    clock = clock or ("fixed_cost" if args.fixed_cost else "compute (world advanced by measured step time)")
+    info = machine_info(loaded.model_id, loaded.cpu.threads, clock=clock, device=device, cpu=loaded.cpu)
+    if header:
+        print_header(info)
+    return loaded, info
 
 
 def print_header(info: dict) -> None:

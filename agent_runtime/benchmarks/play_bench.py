@@ -9,9 +9,19 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
-from agent_runtime.benchmarks.measure import progress, save_figure, subplots
+from envs.doom_env import DoomEnv
+
+from agent_runtime.benchmarks.measure import load_bench_model, progress, save_figure, subplots
+from agent_runtime.config import load_config
+from agent_runtime.fanout.episode_worker import decide_once
 from agent_runtime.fanout.outcome import plain_args
+from agent_runtime.model.model_loader import load_model
 from agent_runtime.percentiles import percentile
+from agent_runtime.policies.baseline_policies import make_policy, run_baseline_episode
+from agent_runtime.policies.sequential_agent import run_sequential_episode
+from agent_runtime.session.episodes import fixed_cost
+from agent_runtime.session.llm_episode import run_llm_episode
+from agent_runtime.session.runtime import Runtime
 
 MODEL_AGENTS = ("multi_stream", "multi_stream_untrained", "sequential", "no_think")
 
@@ -44,9 +54,6 @@ class PlayBenchJob:
 
     def setup(self, threads: int) -> dict:
         """A Ray worker's: the model loaded on the CPUs Ray reserved for it."""
-        from agent_runtime.commands.bench import load_bench_model
-        from agent_runtime.fanout.episode_worker import decide_once
-
         decide_once(threads)
         loaded, machine = load_bench_model(self.args, header=False, threads=threads)
         self.build(loaded)
@@ -54,9 +61,6 @@ class PlayBenchJob:
                 "adapter": loaded.adapter.hash if loaded.adapter else None, "_machine": machine}
 
     def build(self, loaded) -> None:
-        from agent_runtime.commands import fixed_cost
-        from agent_runtime.config import load_config
-
         a = self.args
         self.fixed_cost = fixed_cost(a)
         self._build(loaded, load_config(a.config, scenario=a.scenario, seed=a.seed))
@@ -64,10 +68,6 @@ class PlayBenchJob:
     def _build(self, loaded, config) -> None:
         """The runtimes the model agents play on: "trained" on `loaded`, "untrained" on the same weights without
         the adapter (loaded only when one is merged and multi_stream_untrained plays)."""
-        from agent_runtime.model.model_loader import load_model
-        from agent_runtime.session.runtime import Runtime
-        from envs.doom_env import DoomEnv
-
         self.env, self.runtimes = DoomEnv(self.args.scenario, seed=self.args.seed), {}
         if any(name in MODEL_AGENTS for name in self.agents):
             trained = untrained = Runtime.open(config, loaded=loaded, env=self.env)
@@ -78,11 +78,6 @@ class PlayBenchJob:
 
     def play(self, task) -> dict:
         """Episode i of one agent on seed + i; a player without a model plays on a fresh engine seeded alike."""
-        from agent_runtime.policies.baseline_policies import make_policy, run_baseline_episode
-        from agent_runtime.session.llm_episode import run_llm_episode
-        from agent_runtime.policies.sequential_agent import run_sequential_episode
-        from envs.doom_env import DoomEnv
-
         index, name = task.key
         seed, max_tics, fixed_cost = self.args.seed + index, self.args.max_tics, self.fixed_cost
         if name in ("multi_stream", "multi_stream_untrained"):

@@ -15,6 +15,7 @@ from agent_runtime.benchmarks.measure import progress, save_figure, shown, stats
 from agent_runtime.benchmarks.play_bench import PlayBenchJob
 from agent_runtime.errors import UserError
 from agent_runtime.percentiles import percentile
+from agent_runtime.session.runtime import Runtime
 
 AGENTS = ("multi_stream", "sequential", "no_think")
 
@@ -53,8 +54,6 @@ class ReactionBenchJob(PlayBenchJob):
     command = "bench reaction"
 
     def _build(self, loaded, config) -> None:
-        from agent_runtime.session.runtime import Runtime
-
         runtime = Runtime.open(config, loaded=loaded, scenario=self.args.scenario, env_seed=self.args.seed,
                                device=self.args.device)
         self.env, self.runtimes = runtime.env, {"trained": runtime}

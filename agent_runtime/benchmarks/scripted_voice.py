@@ -16,6 +16,7 @@ import numpy as np
 
 from agent_runtime.session.generation import SessionGeneration
 from agent_runtime.voice.audio_io import ArrayMicrophone, RecordingSpeaker, resample
+from agent_runtime.voice.tts import EspeakTts
 from agent_runtime.voice.voice_io import MIC_BLOCK, MIC_RATE, SPEAKER_BLOCK, SPEAKER_RATE, VoiceIO
 
 USER_VOICE = "en"  # British English: a different voice from the agent's en-us commentary
@@ -33,8 +34,6 @@ def wait_until(predicate, timeout: float, step: float = 0.005) -> bool:
 
 def synthesize_phrases(phrases) -> dict[str, np.ndarray]:
     """Each phrase once, spoken by espeak-ng in the user's voice, 16 kHz, starting at its speech onset."""
-    from agent_runtime.voice.tts import EspeakTts
-
     tts = EspeakTts(SessionGeneration(), voice=USER_VOICE, words_per_minute=150)  # never bumped
     out = {}
     for phrase in dict.fromkeys(phrases):

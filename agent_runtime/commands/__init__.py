@@ -6,7 +6,6 @@ import tempfile
 from pathlib import Path
 
 from agent_runtime.errors import UserError
-from agent_runtime.notices import stderr_line
 
 # Options that mean the same in every command that has them: add_options(p, flag, ...) adds them.
 OPTIONS = {
@@ -65,18 +64,6 @@ def at_least(args, minimum: int, *flags: str) -> None:
         value = getattr(args, flag[2:].replace("-", "_"))
         if value is not None and value < minimum:
             raise UserError(f"{flag} must be at least {minimum} (got {value})")
-
-
-def fixed_cost(args):
-    """The FixedCost clock with --fixed-cost, else None (steps cost their measured compute time)."""
-    from agent_runtime.session.clocks import FixedCost
-
-    return FixedCost() if args.fixed_cost else None
-
-
-def print_progress(report: dict) -> None:
-    """The progress line a session prints every couple of seconds while it plays (SessionLoop.report)."""
-    stderr_line(f"  .. tic {report['tic']}, kills {report['kills']}, actions {report['actions']}")
 
 
 def writable_dir(path_text: str, what: str) -> Path:

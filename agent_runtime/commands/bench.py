@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from agent_runtime import fanout, signals
-from agent_runtime.commands import add_options, at_least, check_scenario, fixed_cost, require_cuda, writable_dir
+from agent_runtime.commands import add_options, at_least, check_scenario, require_cuda, writable_dir
 from agent_runtime.errors import UserError
 from agent_runtime.fanout.outcome import Task
 
@@ -94,27 +94,6 @@ def _model_arguments(p, *, adapter: bool = True, threads: bool = True) -> None:
         p.add_argument("--adapter", help=ADAPTER_HELP)
 
 
-def load_bench_model(args, *, clock: str | None = None, device: str = "cpu", header: bool = True,
-                     threads: int | None = None):
-    """Threads (--threads), model and the machine header every benchmark prints first (a Ray worker's: the driver
-    prints it). clock None: the episode benches', a fixed cost per token or the measured step time; threads: the
-    CPUs Ray reserved for a worker (default --threads)."""
-    from agent_runtime.model.adapters import DEFAULT
-    from agent_runtime.benchmarks.measure import machine_info, print_header
-    from agent_runtime.model.model_loader import load_for_cpu
-
-    require_cuda(device)
-    adapter = (args.adapter or DEFAULT) if hasattr(args, "adapter") else None  # kv and memory measure no skill
-    loaded = load_for_cpu(args.model, dtype=args.dtype, threads=threads or getattr(args, "threads", None),
-                          adapter=adapter, scenario=getattr(args, "scenario", None),
-                          tokenizer=args.bench != "kv", announce=False)  # the header says it
-    clock = clock or ("fixed_cost" if args.fixed_cost else "compute (world advanced by measured step time)")
-    info = machine_info(loaded.model_id, loaded.cpu.threads, clock=clock, device=device, cpu=loaded.cpu)
-    if header:
-        print_header(info)
-    return loaded, info
-
-
 def _open_runtime(args, loaded, *, env_seed: int, clock: str | None = None):
     """The runtime a bench plays on, its env opened on --scenario (clock None: the headless sync one)."""
     from agent_runtime.config import load_config
@@ -146,9 +125,11 @@ def _output(args, result: dict, report, *json_paths) -> int:
 
 def _run_kv(args) -> int:
     from agent_runtime.benchmarks.kv_bench import KVBench, plot_streams
+    from agent_runtime.benchmarks.measure import load_bench_model
 
     at_least(args, 3, "--repeats")
     out = writable_dir(args.out, "--out")
+    require_cuda(args.device)
     loaded, info = load_bench_model(args, clock="wall", device=args.device)
     loaded.model.to(args.device)
     backend = "triton" if args.device == "cuda" else "torch"
@@ -178,6 +159,8 @@ def _play_episodes(args, job, figure: str, plot, table) -> int:
     by Ray workers or here on one loaded model (`job`: PlayBenchJob); `plot` draws `figure`, the result goes to
     BENCH.json without the agents' raw "_samples" (a CDF's input, too long to read) and `table` shows it. Exit 1
     when Ray lost a pair."""
+    from agent_runtime.benchmarks.measure import load_bench_model
+
     fanout.check(args)
     check_scenario(args.scenario)
     out = writable_dir(args.out, "--out")
@@ -192,6 +175,7 @@ def _play_episodes(args, job, figure: str, plot, table) -> int:
     if workers:
         added = _on_ray(args, job, tasks, on_result)
     else:
+        require_cuda(getattr(args, "device", "cpu"))
         loaded, machine = load_bench_model(args, device=getattr(args, "device", "cpu"))
         try:
             job.build(loaded)
@@ -254,7 +238,9 @@ def _print_reaction_table(result: dict) -> None:
 
 
 def _run_memory(args) -> int:
+    from agent_runtime.benchmarks.measure import load_bench_model
     from agent_runtime.benchmarks.memory_soak import plot_memory, run_memory_soak
+    from agent_runtime.session.episodes import fixed_cost
 
     at_least(args, 10, "--frames")
     check_scenario(args.scenario)
@@ -287,7 +273,7 @@ def _run_interrupt(args) -> int:
 
 
 def _run_voice(args) -> int:
-    from agent_runtime.benchmarks.measure import shown
+    from agent_runtime.benchmarks.measure import load_bench_model, shown
     from agent_runtime.benchmarks.voice_bench import run_voice_bench
 
     at_least(args, 1, "--commands")
@@ -308,6 +294,7 @@ def _run_soak(args) -> int:
         raise UserError(f"--minutes must be positive (got {args.minutes:g})")
     if not args.every >= 1:
         raise UserError(f"--every must be at least 1 second (got {args.every:g})")
+    from agent_runtime.benchmarks.measure import load_bench_model
     from agent_runtime.benchmarks.soak_bench import plot_soak, print_report, run_soak
 
     check_scenario(args.scenario)

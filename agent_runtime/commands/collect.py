@@ -1,6 +1,6 @@
-"""`agent-runtime collect`: DAgger data. The multi-stream agent plays as it is, the lag-aware expert labels each
-decision, and the view tokens and both commands go to an append-only data set. Run it again on the same --out to
-resume: a run killed mid-episode loses only that episode; finished ones are never touched.
+"""`agent-runtime collect`: DAgger data (training/collection.py). The multi-stream agent plays as it is, the
+lag-aware expert labels each decision, and the view tokens and both commands go to an append-only data set. Run it
+again on the same --out to resume: a run killed mid-episode loses only that episode; finished ones are never touched.
 """
 
 from __future__ import annotations
@@ -9,9 +9,8 @@ import argparse
 import time
 
 from agent_runtime import fanout
-from agent_runtime.commands import add_options, at_least, check_scenario, fixed_cost, writable_dir
+from agent_runtime.commands import add_options, at_least, check_scenario, writable_dir
 from agent_runtime.errors import UserError
-from agent_runtime.fanout.collect_fanout import run_collect
 from agent_runtime.notices import stderr_line
 
 
@@ -32,28 +31,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     fanout.add_arguments(p)  # --workers, --ray-address
 
 
-def open_runtime(args, threads: int | None, *, announce: bool = True):
-    """The runtime collect plays on and the data set's manifest for it: here, or on a Ray worker (`threads`: the
-    CPUs Ray reserved for it)."""
-    from agent_runtime.config import load_config
-    from agent_runtime.session.runtime import Runtime
-
-    config = load_config(args.config, scenario=args.scenario, seed=args.seed)
-    runtime = Runtime.open(config, model=args.model, threads=threads, adapter=args.adapter, env_seed=args.seed,
-                           announce=announce)
-    loaded = runtime.loaded
-    return runtime, {
-        "scenario": args.scenario, "buttons": list(runtime.env.buttons), "model_id": loaded.model_id,
-        "model_weight_hash": loaded.base_weight_hash,  # what `train` puts adapters on
-        "adapter": loaded.adapter.hash if loaded.adapter else None,
-        "expert": "expert" if args.labeller == "full" else "view_expert", "expert_acts": args.expert_acts,
-        "seed": args.seed, "max_tics": args.max_tics,
-        "clock": "fixed_cost" if args.fixed_cost else "compute", "cpu_path": loaded.cpu.summary(),
-        "config": config.model_dump(), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-    }
-
-
 def run(args: argparse.Namespace) -> int:
+    from agent_runtime.fanout.collect_fanout import run_collect
+    from agent_runtime.session.episodes import fixed_cost
+    from agent_runtime.training.collection import collect_episode, episode_line, open_runtime, print_totals
     from agent_runtime.training.decision_log import DecisionLog
 
     at_least(args, 1, "--episodes", "--max-tics")
@@ -80,37 +61,3 @@ def run(args: argparse.Namespace) -> int:
             log.close()
     print_totals(out, log.episodes)
     return 0
-
-
-def collect_episode(runtime, log, index: int, args) -> dict:
-    """Play episode `index`, its decisions labelled into `log` (anything with add(decision)); returns its summary."""
-    from agent_runtime.session.events import EventBus
-    from agent_runtime.session.llm_episode import run_llm_episode
-    from agent_runtime.training.expert_labeler import ExpertLabeler
-
-    env, seed = runtime.env, args.seed + index
-    labeler = ExpertLabeler(env.buttons, log, screen_width=env.resolution[1], words=runtime.grammar.words,
-                            expert_acts=args.expert_acts, expert=args.labeller,
-                            aimed=runtime.config.engine.frame_line == "aimed")
-    labeler.start_episode(index, seed)
-    bus = EventBus("collect", keep=False)
-    bus.sinks.append(labeler)  # executed commands: the expert's commands in flight
-    result = run_llm_episode(env, runtime, seed=seed, agent_seed=seed, max_tics=args.max_tics,
-                             fixed_cost=fixed_cost(args), bus=bus, on_decision=labeler.on_decision)
-    return {"episode": index, "seed": seed, "decisions": labeler.decisions,
-            "agreement": labeler.agreed / labeler.decisions if labeler.decisions else None,
-            "expert_acted": labeler.expert_acted,
-            "kills": result["kills"], "reward": result["reward"], "tics": result["tics"],
-            "actions_executed": result["actions_executed"], "actions_fenced": result["actions_fenced"]}
-
-
-def episode_line(summary: dict) -> str:
-    """An episode's progress line, here and on Ray."""
-    agreement = "n/a" if summary["agreement"] is None else f"{summary['agreement']:.0%}"
-    return (f"{summary['decisions']} decisions, model agrees with the expert on {agreement}, {summary['kills']} "
-            f"kills, {summary['tics']} tics")
-
-
-def print_totals(out, episodes: list[dict]) -> None:
-    """The closing line, here and on Ray: what the data set holds now, resumed episodes included."""
-    print(f"{out}: {len(episodes)} episode(s), {sum(e['decisions'] for e in episodes)} decisions", flush=True)

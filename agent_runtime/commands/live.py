@@ -7,7 +7,7 @@ import json
 import os
 import sys
 
-from agent_runtime.commands import add_on_disk_full, add_options, check_scenario, print_progress
+from agent_runtime.commands import add_on_disk_full, add_options, check_scenario
 from agent_runtime.errors import UserError
 from agent_runtime.notices import stderr_line
 
@@ -106,6 +106,7 @@ def _recordings(args, config, loaded, voice, bounds: dict):
 
 
 def _play(args, config, window, generation, loaded, voice, recordings, bounds: dict) -> dict:
+    from agent_runtime.session.episodes import print_progress
     from agent_runtime.session.live_session import TypedCommands, run_live
     from agent_runtime.session.runtime import Runtime
 

@@ -10,8 +10,12 @@ import argparse
 from pathlib import Path
 from types import SimpleNamespace
 
+from agent_runtime.fanout.episode_worker import decide_once
 from agent_runtime.fanout.outcome import Task, plain_args
+from agent_runtime.fanout.worker_pool import run_on_ray
 from agent_runtime.notices import stderr_line
+from agent_runtime.training.collection import collect_episode, episode_line, open_runtime, print_totals
+from agent_runtime.training.decision_log import DecisionLog, read_episodes
 
 
 class CollectJob:
@@ -21,20 +25,15 @@ class CollectJob:
         self.args, self.runtime = plain_args(args), None
 
     def setup(self, threads: int) -> dict:
-        from agent_runtime.commands import collect
-        from agent_runtime.fanout.episode_worker import decide_once
-
         decide_once(threads)
-        self.runtime, manifest = collect.open_runtime(self.args, threads, announce=False)
+        self.runtime, manifest = open_runtime(self.args, threads, announce=False)
         loaded = self.runtime.loaded
         return {"model": loaded.model_id, "cpu_path": loaded.cpu.name, "_manifest": manifest}
 
     def play(self, task: Task) -> dict:
         """The episode's decisions, kept here, and its summary; the driver writes them."""
-        from agent_runtime.commands import collect
-
         decisions: list = []
-        summary = collect.collect_episode(self.runtime, SimpleNamespace(add=decisions.append), task.key, self.args)
+        summary = collect_episode(self.runtime, SimpleNamespace(add=decisions.append), task.key, self.args)
         return {"decisions": decisions, "summary": summary}
 
 
@@ -47,14 +46,10 @@ class _OrderedWriter:
 
     def open(self, worker) -> None:
         """The first loaded worker's manifest: a data set made with other settings is refused here."""
-        from agent_runtime.training.decision_log import DecisionLog
-
         if self.log is None:
             self.log = DecisionLog(self.out, worker.info["_manifest"])
 
     def __call__(self, task: Task, outcome, worker) -> None:
-        from agent_runtime.commands.collect import episode_line
-
         self.done += 1
         stderr_line(f"[{self.done}/{self.total}] episode {task.key} ({worker.name()}): "
                     f"{episode_line(outcome.result['summary'])}")
@@ -69,10 +64,6 @@ class _OrderedWriter:
 
 def run_collect(args: argparse.Namespace, out: Path) -> int:
     """Exit 1 when an episode was lost (the ones after it are not written: run again to resume)."""
-    from agent_runtime.commands.collect import print_totals
-    from agent_runtime.fanout.worker_pool import run_on_ray
-    from agent_runtime.training.decision_log import read_episodes
-
     # the resume point, read as DecisionLog reads it; the manifest is checked once a worker has loaded the model
     first = len(read_episodes(out))
     if first:

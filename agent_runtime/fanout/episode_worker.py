@@ -11,7 +11,11 @@ import os
 import socket
 import traceback
 
+from envs.engine_guard import EngineDied
+
 from agent_runtime import signals
+from agent_runtime.errors import UserError, first_line
+from agent_runtime.model.cpu_path import cache_dir, cpu_path
 from agent_runtime.fanout.outcome import ENGINE_DIED, ERROR, INTERRUPTED, OK, RUN_STOPPED, USER_ERROR, Outcome, Task
 
 
@@ -51,9 +55,6 @@ def decide_once(threads: int) -> None:
     """One CPU-path decision per machine for all its workers, so they all run the same kernels: workers measuring
     at once could pick different ones (fp32 sums in another order: not the same game). Under a machine-wide file
     lock the first worker measures and caches; the others read the cache, and load_for_cpu then reuses it."""
-    from agent_runtime.model.cpu_path import cpu_path
-    from agent_runtime.model.model_loader import cache_dir
-
     lock = cache_dir() / "cpu-probe" / ".fanout.lock"
     try:
         lock.parent.mkdir(parents=True, exist_ok=True)
@@ -72,10 +73,6 @@ def _recording_of(e: BaseException) -> str | None:
 
 
 def _failed(e: BaseException) -> Outcome:
-    from envs.engine_guard import EngineDied
-
-    from agent_runtime.errors import UserError, first_line
-
     if isinstance(e, EngineDied):
         return Outcome(ENGINE_DIED, detail=str(e), recording=_recording_of(e))
     if isinstance(e, UserError):
