@@ -15,7 +15,6 @@ from agent_runtime.session.sync_world import TimedFrame
 from envs.doom_env import DoomEnv
 from tests.engine_rig import make_agent, make_runtime, tiny_loaded
 
-pytestmark = pytest.mark.cpu_sensitive
 
 
 def _emitted(bus: EventBus) -> list[tuple[str, int, int]]:

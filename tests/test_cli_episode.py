@@ -1,27 +1,21 @@
-"""`agent-runtime episode` end to end in a subprocess: JSON output, recording directories, and one-line errors (exit 2)."""
+"""`agent-runtime episode` end to end (in this process): JSON output, recording directories, and one-line errors (exit 2)."""
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.cpu_sensitive  # `make test` runs it again on the forced AVX2 path
+from tests.cli_runner import run_cli
 
 REPO = Path(__file__).resolve().parent.parent
 RESULT_KEYS = {"scenario", "policy", "episode", "seed", "reward", "kills", "tics"}
 
 
-def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run(
-        [sys.executable, "-m", "agent_runtime.cli", "episode", *args],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout,
-    )
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return run_cli("episode", *args, cwd=REPO)
 
 
 def test_json_output_one_object_per_episode_and_recordings(tmp_path):
@@ -67,10 +61,11 @@ def test_llm_policy_is_the_default_and_reports_timing_keys():
 
 
 @pytest.mark.slow
+@pytest.mark.cpu_sensitive  # `make test` runs it again on the other CPU paths
 def test_the_demo_episode_acts_on_this_cpu_path():
     """`make demo`: the embedded model, default config (dtype auto), measured compute clock: actions reach the
     game instead of all being fenced by age, and the result names the CPU path it ran on."""
-    proc = cli("--scenario", "defend_the_center", "--max-tics", "175", "--json", "--no-record", timeout=300)
+    proc = cli("--scenario", "defend_the_center", "--max-tics", "175", "--json", "--no-record")
     assert proc.returncode == 0, proc.stderr
     assert "cpu path " in proc.stderr.splitlines()[0]
     result = json.loads(proc.stdout.strip().splitlines()[-1])

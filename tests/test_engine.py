@@ -23,7 +23,6 @@ from agent_runtime.engine.view import View
 from envs.doom_env import DoomEnv
 from tests.engine_rig import ActRecorder, make_agent, make_runtime
 
-pytestmark = pytest.mark.cpu_sensitive  # `make test` runs it again on the forced AVX2 path
 
 
 @pytest.fixture
@@ -143,6 +142,7 @@ def test_the_thinker_sits_out_a_deciding_step_but_never_two_in_a_row(env, cadenc
     assert result["thinker_tokens"] == sum(thinking)
 
 
+@pytest.mark.cpu_sensitive  # precision: `make test` runs it again on the other CPU paths
 def test_one_forward_scoring_equals_feeding_each_command_token_by_token(env):
     runtime = make_runtime(env)
     runner, store, tok = runtime.runner, runtime.store, runtime.loaded.tokenizer
