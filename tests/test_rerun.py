@@ -15,12 +15,13 @@ from pathlib import Path
 import pytest
 
 from agent_runtime.cli import main
+from agent_runtime.control.user_inputs import user_command
 from agent_runtime.errors import UserError
 from agent_runtime.recording.engine_paths import MAX_ENGINE_LMP_PATH
 from agent_runtime.recording.manifest import FORMAT_VERSION
 from agent_runtime.recording.recording import Recording
 from agent_runtime.recording.rerun import first_divergence, rerun_recording
-from agent_runtime.recording.user_script import command_for_text, parse_user_text_args
+from agent_runtime.recording.user_script import parse_user_text_args
 
 pytestmark = pytest.mark.cpu_sensitive  # `make test` runs it again on the forced AVX2 path
 
@@ -44,11 +45,13 @@ def run_cli(*args: str) -> tuple[int, str, str]:
 
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory) -> Path:
-    """A 60-tic llm episode of the tiny model on the fixed-cost clock, with one typed command and one remark."""
+    """A 60-tic llm episode of the tiny model on the fixed-cost clock, with a typed command, a remark and a phrase
+    (a command too, as typed in `live`)."""
     out = tmp_path_factory.mktemp("episode")
     code, stdout, stderr = run_cli("episode", "--model", "tiny:llama", "--fixed-cost", "--max-tics", "60",
                                    "--threads", "1", "--seed", "5", "--json", "--out", str(out),
-                                   "--user-text", "8:TURN_RIGHT", "--user-text", "16:look left")
+                                   "--user-text", "8:TURN_RIGHT", "--user-text", "16:look left",
+                                   "--user-text", "24:turn left")
     assert code == 0, stderr
     result = json.loads(stdout)
     directory = Path(result["recording"])
@@ -71,7 +74,7 @@ def test_manifest_says_how_to_rerun(recorded):
     assert m.lmp and m.lmp["blake2b"] and {"torch", "vizdoom"} <= set(m.packages)
     kinds = {e.kind for e in recording.events}
     assert {"frame_read", "action_emitted", "clock_advance", "user_input", "generation_bump"} <= kinds
-    assert [e.payload["command"] for e in recording.of_kind("user_input")] == ["TURN_RIGHT 4", None]
+    assert [e.payload["command"] for e in recording.of_kind("user_input")] == ["TURN_RIGHT 4", None, "TURN_LEFT 4"]
 
 
 def test_replay_frames_and_rerun_actions_match(recorded):
@@ -81,7 +84,7 @@ def test_replay_frames_and_rerun_actions_match(recorded):
     assert result["check"]["ok"] and result["check"]["n_checked"] > 50
     rerun = result["rerun"]
     assert rerun["same_actions"] and rerun["first_divergence"] is None and rerun["same_frames"]
-    assert rerun["n_actions"] == rerun["n_actions_rerun"] > 5 and rerun["n_user_inputs"] == 2
+    assert rerun["n_actions"] == rerun["n_actions_rerun"] > 5 and rerun["n_user_inputs"] == 3
 
 
 def test_tampered_action_is_the_first_divergence(recorded, tmp_path):
@@ -163,7 +166,7 @@ def test_user_text_arguments_and_command_spelling():
     class Grammar:
         buttons, default_tics, commands = ("ATTACK", "TURN_LEFT"), 4, []
 
-    assert command_for_text(Grammar, "attack").text == "ATTACK 4"
-    assert command_for_text(Grammar, "TURN_LEFT 2").buttons == {"TURN_LEFT": 1.0}
-    assert command_for_text(Grammar, "NOOP 3").buttons == {}
-    assert command_for_text(Grammar, "look around") is None and command_for_text(Grammar, "JUMP") is None
+    assert user_command("attack", Grammar).text == "ATTACK 4"
+    assert user_command("TURN_LEFT 2", Grammar).buttons == {"TURN_LEFT": 1.0}
+    assert user_command("NOOP 3", Grammar).buttons == {}
+    assert user_command("look around", Grammar) is None and user_command("JUMP", Grammar) is None

@@ -7,7 +7,7 @@ import pytest
 
 from agent_runtime.percentiles import percentile
 from agent_runtime.voice.recognizer import Hypothesis, ListeningPipeline, StablePrefix
-from agent_runtime.voice.voice_commands import PHRASES, command_for, command_to_buttons, jsgf_grammar
+from agent_runtime.voice.voice_commands import PHRASES, command_for, jsgf_grammar
 from voice_synth import utterance
 
 
@@ -66,17 +66,10 @@ def test_stable_prefix_commits_agreed_words_and_retracts_revisions():
     assert sp.stable_words == []  # a new utterance starts clean
 
 
-def test_grammar_and_buttons():
+def test_grammar_and_phrases():  # what a phrase does in a scenario: tests/test_user_inputs.py
     grammar = jsgf_grammar()
     assert grammar.startswith("#JSGF V1.0;") and "turn left | turn right" in grammar
     assert command_for("Turn  LEFT") == "TURN_LEFT" and command_for("turn") is None
-    buttons = ("ATTACK", "TURN_LEFT", "TURN_RIGHT", "MOVE_FORWARD")
-    assert command_to_buttons("TURN_LEFT", buttons) == {"TURN_LEFT": 1.0}
-    assert command_to_buttons("ATTACK", buttons) == {"ATTACK": 1.0}
-    assert command_to_buttons("STOP", buttons) == {}
-    assert command_to_buttons("MOVE_BACKWARD", buttons) is None
-    assert command_to_buttons("DESCRIBE", buttons) is None
-    assert command_to_buttons("TURN_RIGHT", ("TURN_LEFT_RIGHT_DELTA",)) == {"TURN_LEFT_RIGHT_DELTA": 10.0}
 
 
 def test_no_hypothesis_on_noise(pipeline):

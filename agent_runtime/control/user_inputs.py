@@ -1,7 +1,9 @@
-"""What the user says to the agent, one path for typed and spoken words: text, and the command it spells.
+"""What the user says to the agent, one parser for typed and spoken words, `--user-text` and recorded user scripts.
 
-A text that spells a command ("TURN_LEFT", "ATTACK 3", "turn left") acts directly; any other text is only read
-by the agent. Sources: a script by engine step (headless, replays), typed lines and recognized speech (live).
+Every text reaches the agent as words; a text that names a command of the scenario's grammar also acts at once on
+the newest frame: a button name with an optional hold ("TURN_LEFT", "ATTACK 3", "NOOP 2"), a spoken phrase
+("turn left", "stop": hold no button) or a voice command's name ("STOP 4"). Sources: a script by engine step
+(--user-text, replays), typed lines and recognized speech (live).
 """
 
 from __future__ import annotations
@@ -9,8 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from agent_runtime.control.action_grammar import NOOP, ActionGrammar, Command
-from agent_runtime.recording.user_script import command_for_text
-from agent_runtime.voice.voice_commands import COMMANDS, command_for, command_to_buttons
+from agent_runtime.voice.voice_commands import command_for
 
 
 @dataclass(frozen=True)
@@ -20,26 +21,17 @@ class UserInput:
 
 
 def user_command(text: str | None, grammar: ActionGrammar) -> Command | None:
-    """The command a typed or spoken text spells, or None when it is words for the agent."""
-    command = command_for_text(grammar, text)
-    if command is not None or not text:
-        return command
-    name, tics = _spoken(text, grammar.default_tics)
-    if name == "STOP":  # release everything: hold no button
-        return command_for_text(grammar, f"{NOOP} {tics}")
-    pressed = command_to_buttons(name, grammar.buttons) if name else None
-    return None if pressed is None else Command(name, pressed, tics)
-
-
-def _spoken(text: str, default_tics: int) -> tuple[str | None, int]:
-    """("TURN_LEFT", tics) for a phrase ("turn left") or a voice command's text ("TURN_LEFT 4"); (None, ...) else."""
-    name = command_for(text)
-    if name is not None:
-        return name, default_tics
-    words = text.strip().upper().split()
-    if words and words[0] in COMMANDS and (len(words) == 1 or (len(words) == 2 and words[1].isdigit())):
-        return words[0], int(words[1]) if len(words) == 2 else default_tics
-    return None, default_tics
+    """The command `text` names in `grammar` (the one rule for every source), or None when it is words only: a
+    phrase at the default hold, or one word with an optional hold count of at least 1."""
+    words = (text or "").strip().upper().split()
+    name, tics = command_for(text or ""), grammar.default_tics
+    if name is None and 1 <= len(words) <= 2 and (len(words) == 1 or (words[1].isdigit() and int(words[1]) >= 1)):
+        name, tics = words[0], int(words[1]) if len(words) == 2 else tics
+    name = NOOP if name == "STOP" else name  # release everything: hold no button
+    if name not in grammar.buttons and name != NOOP:
+        return None
+    return next((c for c in grammar.commands if c.name == name and c.tics == tics),
+                Command(name, {} if name == NOOP else {name: 1.0}, tics))
 
 
 class ScriptedInputs:

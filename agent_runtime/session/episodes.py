@@ -19,7 +19,6 @@ from agent_runtime.notices import stderr_line
 from agent_runtime.policies.baseline_policies import make_policy, run_baseline_episode
 from agent_runtime.policies.sequential_agent import run_sequential_episode
 from agent_runtime.recording.episode_recorder import EpisodeRecording, RecordedEnv, episode_manifest
-from agent_runtime.recording.user_script import command_for_text
 from agent_runtime.recording.write_guard import END_REASON, RecordingStopped
 from agent_runtime.session.clocks import FixedCost
 from agent_runtime.session.llm_episode import run_llm_episode
@@ -159,9 +158,7 @@ class ModelPlayer:
         self.fixed = fixed_cost(args)
         # the bounds the multi-stream agent plays under (max_action_age_ms auto resolved once, announced)
         self.bounds = self.runtime.time_bounds(self.fixed, announce=True) if args.policy == "llm" else None
-        # texts that spell a command also act directly (as a typed button command does)
-        self.user_script = {step: (text, command_for_text(self.runtime.grammar, text))
-                            for step, text in user_texts.items()} or None
+        self.user_script = dict(user_texts) or None  # typed at engine steps; a command also acts (user_inputs)
         self.think_tokens = {"sequential": args.think_tokens, "no_think": 0}.get(args.policy)
 
     def manifest(self, seed: int, index: int):

@@ -1,4 +1,5 @@
-"""The spoken command set: phrases, their command strings, the JSGF grammar, and env buttons.
+"""The spoken command set: phrases, their command strings and the JSGF grammar (control/user_inputs.py turns a
+command string into the scenario's command, as it does typed text).
 
 A ~10-phrase closed grammar got 98-100% where free-vocabulary pocketsphinx missed most commands. It always
 returns its nearest phrase: a hypothesis is not a command without the VAD/endpointing context.
@@ -20,18 +21,6 @@ PHRASES: dict[str, str] = {
     "open the door": "USE",
 }
 
-COMMANDS: tuple[str, ...] = tuple(dict.fromkeys(PHRASES.values()))
-
-# Delta-button fallbacks when a scenario has no binary button for a motion (degrees / units per tic).
-_DELTA_FALLBACK = {
-    "TURN_LEFT": ("TURN_LEFT_RIGHT_DELTA", -10.0),
-    "TURN_RIGHT": ("TURN_LEFT_RIGHT_DELTA", 10.0),
-    "MOVE_FORWARD": ("MOVE_FORWARD_BACKWARD_DELTA", 10.0),
-    "MOVE_BACKWARD": ("MOVE_FORWARD_BACKWARD_DELTA", -10.0),
-    "MOVE_LEFT": ("MOVE_LEFT_RIGHT_DELTA", -10.0),
-    "MOVE_RIGHT": ("MOVE_LEFT_RIGHT_DELTA", 10.0),
-}
-
 
 def jsgf_grammar() -> str:
     """The JSGF text pocketsphinx decodes against: one public rule, one alternative per phrase."""
@@ -45,16 +34,3 @@ def normalize(text: str) -> str:
 def command_for(text: str) -> str | None:
     """The command string a recognized text means, or None when it is not a whole phrase."""
     return PHRASES.get(normalize(text))
-
-
-def command_to_buttons(command: str, buttons: tuple[str, ...]) -> dict[str, float] | None:
-    """Button values for a voice command ({"TURN_LEFT": 1.0}, ...); {} for STOP (release everything); None when
-    the scenario has no button for it or the command is not an action (DESCRIBE)."""
-    if command == "DESCRIBE":  # not an env action: it goes to the language model
-        return None
-    if command == "STOP":
-        return {}
-    if command in buttons:
-        return {command: 1.0}
-    button, delta = _DELTA_FALLBACK.get(command, (None, 0.0))
-    return {button: delta} if button in buttons else None
