@@ -40,7 +40,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_on_disk_full(p, "run")
     p.add_argument("--user-text", action="append", metavar="STEP:TEXT",
                    help="llm policy: type TEXT to the agent at engine step STEP (repeatable); a command such as "
-                        "TURN_LEFT or 'ATTACK 3' also acts at once. Recorded as user_input, replayed by --rerun")
+                        "TURN_LEFT, 'ATTACK 3' or 'turn left' also acts at once, as typed in live. Recorded as "
+                        "user_input, replayed by --rerun")
     fanout.add_arguments(p)  # --workers, --ray-address
 
 
