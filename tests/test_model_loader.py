@@ -37,6 +37,34 @@ def test_a_saved_safetensors_directory_loads_with_the_same_weights(tmp_path):
     assert again.tokenizer is not None
 
 
+def test_a_hugging_face_id_loads_from_the_local_cache_offline_and_a_missing_one_is_one_line(tmp_path, monkeypatch):
+    import socket
+
+    from huggingface_hub import constants
+
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))  # the library reads the variable once, at import
+
+    def no_network(*args):
+        raise AssertionError("the model hub was contacted")
+
+    monkeypatch.setattr(socket.socket, "connect", no_network)
+    tiny = load_model("tiny:llama", dtype="float32", seed=5)
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    repo = tmp_path / "models--owner--name"  # the hub cache's layout: refs/main names the snapshot
+    tiny.model.save_pretrained(repo / "snapshots" / commit)
+    tiny.tokenizer.save_pretrained(repo / "snapshots" / commit)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(commit)
+    loaded = load_model("owner/name", dtype="float32")
+    assert (loaded.model_id, loaded.weight_hash) == ("owner/name", tiny.weight_hash) and loaded.tokenizer is not None
+    with pytest.raises(UserError) as missing:
+        load_model("owner/absent", tokenizer=False)
+    message = str(missing.value)
+    assert "\n" not in message and "owner/absent" in message and str(tmp_path) in message, message
+    assert "`hf download owner/absent`" in message and "pass a local directory" in message
+
+
 def test_gemma3_is_refused_with_a_clear_unsupported_error():
     from transformers import AutoModelForCausalLM, Gemma3TextConfig
 

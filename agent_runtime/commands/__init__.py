@@ -9,8 +9,9 @@ from agent_runtime.errors import UserError
 
 # Options that mean the same in every command that has them: add_options(p, flag, ...) adds them.
 OPTIONS = {
-    "--model": dict(help="model: a safetensors directory, a .gguf file or tiny:llama (default: the config's, "
-                         "else the embedded SmolLM2-135M-Instruct)"),
+    "--model": dict(help="model: a safetensors directory, a .gguf file, tiny:llama or a Hugging Face id "
+                         "(OWNER/NAME) already in the local Hugging Face cache, never downloaded (default: the "
+                         "config's, else the embedded SmolLM2-135M-Instruct)"),
     "--adapter": dict(help="LoRA adapter from `agent-runtime train`, merged at load (default: the config's "
                            "model.adapter, the shipped one; `none`: the untrained model)"),
     "--no-record": dict(action="store_true", help="write no recording"),

@@ -85,7 +85,8 @@ def _episodes_bench(sub, name: str, runner, help_text: str, files: str):
 
 
 def _model_arguments(p, *, adapter: bool = True, threads: bool = True) -> None:
-    p.add_argument("--model", help="model path (default: the embedded SmolLM2-135M-Instruct; tiny:llama is fast)")
+    p.add_argument("--model", help="model path or a Hugging Face id in the local cache (default: the embedded "
+                                   "SmolLM2-135M-Instruct; tiny:llama is fast)")
     p.add_argument("--dtype", default="auto", choices=("auto", "bfloat16", "float32"),
                    help="model precision (default auto: the CPU path's choice)")
     if threads:

@@ -12,12 +12,12 @@ import argparse
 import hashlib
 import json
 import os
-import shutil
 import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
 
+from agent_runtime.atomic_write import atomic_path
 from agent_runtime.commands import add_options, at_least, require_cuda, writable_dir
 from agent_runtime.errors import UserError
 from agent_runtime.notices import stderr_line
@@ -183,26 +183,24 @@ def _write_adapter(model, out: Path, manifest: dict) -> None:
     import torch
     from safetensors.torch import load_file, save_file
 
-    tmp = out.with_name(out.name + f".tmp{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(str(tmp))
-    # the LoRA matrices in float16: half the bytes (a shipped adapter stays under 5 MB), and merging them at load
-    # differs from float32 by ~1e-3 of each update; peft casts them back on load
-    weights = tmp / "adapter_model.safetensors"
-    save_file({k: v.to(torch.float16) if v.is_floating_point() else v for k, v in load_file(weights).items()},
-              weights, metadata={"format": "pt"})
-    (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
-    _plot(manifest["history"], tmp / "training.png", manifest)
-    if out.is_dir():  # a previous adapter (adapter_out checked): moved aside, replaced, then removed
-        old = out.with_name(out.name + f".old{os.getpid()}")
-        os.replace(out, old)
-        os.replace(tmp, out)
+    # a previous adapter (adapter_out checked) is moved aside for the rename, and removed once the new one is in place
+    old = out.with_name(f"{out.name}.old{os.getpid()}") if out.is_dir() else None
+    with atomic_path(out) as tmp:
+        model.save_pretrained(str(tmp))
+        # the LoRA matrices in float16: half the bytes (a shipped adapter stays under 5 MB), and merging them at
+        # load differs from float32 by ~1e-3 of each update; peft casts them back on load
+        weights = tmp / "adapter_model.safetensors"
+        save_file({k: v.to(torch.float16) if v.is_floating_point() else v for k, v in load_file(weights).items()},
+                  weights, metadata={"format": "pt"})
+        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+        _plot(manifest["history"], tmp / "training.png", manifest)
+        if old:
+            os.replace(out, old)
+    if old:
         for f in old.iterdir():
             if f.name in ADAPTER_FILES:
                 f.unlink()
         old.rmdir()
-    else:
-        os.replace(tmp, out)
 
 
 def _plot(history: dict, path: Path, manifest: dict) -> None:

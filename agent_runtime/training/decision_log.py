@@ -13,8 +13,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent_runtime.atomic_write import write_json_atomic
 from agent_runtime.errors import UserError, first_line
-from agent_runtime.recording.manifest import write_json_atomic
 
 FORMAT_VERSION = 1
 DECISIONS = "decisions.jsonl"
