@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from agent_runtime import config_reference
+from docs import gen_configuration as config_reference
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"

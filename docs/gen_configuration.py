@@ -1,14 +1,18 @@
-"""docs/configuration.md, written from the config models: run COMMAND after a field changes."""
+"""docs/configuration.md, written from the config models: run COMMAND after a field changes (tests/test_docs.py
+checks the page is current)."""
 
 from __future__ import annotations
 
+import sys
 import typing
+from pathlib import Path
 
 from pydantic import BaseModel
 
-from agent_runtime.config import RunConfig
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script from a checkout
+from agent_runtime.config import RunConfig  # noqa: E402
 
-COMMAND = "python -m agent_runtime.config_reference > docs/configuration.md"
+COMMAND = ".venv/bin/python docs/gen_configuration.py > docs/configuration.md"
 _BOUNDS = {"gt": ">", "ge": "≥", "lt": "<", "le": "≤"}
 
 
