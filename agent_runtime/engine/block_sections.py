@@ -68,9 +68,13 @@ class BlockSections:
             self.store.release(b)
         view.blocks = want
 
-    def release_all(self) -> None:
-        """Every follower stops following; every section's blocks are released."""
+    def stop_following(self) -> None:
+        """The views close on their own from here on (the agent is closing): no change syncs them again."""
         self._followers = []
+
+    def release_all(self) -> None:
+        """Every section's blocks are released, in section order (the views stopped following first)."""
+        self.stop_following()
         for name in SECTION_NAMES:
             while self._blocks[name]:
                 self.store.release(self._blocks[name].pop(0))

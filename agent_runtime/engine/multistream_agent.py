@@ -194,6 +194,7 @@ class MultiStreamAgent:
     def close(self) -> None:
         self.generation.unsubscribe(self._record_interruption)
         self.commentary.stop("closed", self.now_ms)
+        self.sections.stop_following()
+        for stream in (self.user, self.heard, self.action, self.thinker, self.frames):  # the order frees pages in,
+            stream.close()  # which the next episode's blocks then take: reruns need it unchanged
         self.sections.release_all()
-        for stream in (self.user, self.heard, self.action, self.thinker, self.frames):
-            stream.close()
