@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import sys
 
-from agent_runtime import __version__, signals
+from agent_runtime import __version__, notices, signals
+from agent_runtime.commands import VERBOSITY
 from agent_runtime.errors import UserError
 from envs.engine_guard import EngineDied
 
@@ -28,12 +30,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="agent-runtime",
         description="A language model that plays ViZDoom while it keeps seeing frames, thinks and acts at once.",
-    )
+        parents=[VERBOSITY])
     parser.add_argument("--version", action="version", version=f"agent-runtime {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, help_text in COMMANDS.items():
         module = importlib.import_module(f"agent_runtime.commands.{name}")
-        p = sub.add_parser(name, help=help_text, description=help_text)
+        p = sub.add_parser(name, help=help_text, description=help_text, parents=[VERBOSITY])
         module.add_arguments(p)
         p.set_defaults(_run=module.run)
     return parser
@@ -57,6 +59,9 @@ def _run(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    notices.log.setLevel(getattr(args, "log_level", logging.INFO))
+    notices.log.debug("agent-runtime %s: %s", args.command,
+                      {k: v for k, v in vars(args).items() if not k.startswith("_") and k != "log_level"})
     with signals.handle_stops():  # SIGINT/SIGTERM: stop after the current step, exit 130/143
         code = _run(args)
         if argv is None:  # the command line: everything is closed; skip the 1-2 s interpreter teardown (torch),

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from envs.scenarios import ScenarioError, resolve_scenario
 
 from agent_runtime.errors import UserError, first_line
 
@@ -128,8 +131,32 @@ def _describe(err: ValidationError, source: str) -> str:
     return f"{source}: bad value for '{key}': {msg}"
 
 
+# a flag (its dest) -> the config key it overrides; a flag left unset takes the config's value (from_args)
+FLAG_KEYS = {"scenario": "scenario", "seed": "seed", "clock": "clock", "model": "model.path",
+             "adapter": "model.adapter", "dtype": "model.dtype", "threads": "model.threads", "barge_in": "voice.barge_in"}
+
+
+def from_args(args, **fixed) -> RunConfig:
+    """--config under the flags given and `fixed` (the command's own); the flags left unset are filled from it. A
+    scenario that does not resolve is a UserError naming the choices."""
+    overrides: dict = {}
+    for dest, key in FLAG_KEYS.items():
+        *section, name = key.split(".")
+        if (value := fixed.get(dest, getattr(args, dest, None))) is not None:
+            (overrides.setdefault(section[0], {}) if section else overrides)[name] = value
+    config = load_config(getattr(args, "config", None), **overrides)
+    try:
+        resolve_scenario(config.scenario)
+    except ScenarioError as e:
+        raise UserError(str(e)) from None
+    for dest, key in FLAG_KEYS.items():
+        if hasattr(args, dest):
+            setattr(args, dest, functools.reduce(getattr, key.split("."), config))
+    return config
+
+
 def load_config(path: str | Path | None = None, **overrides) -> RunConfig:
-    """Load configs/default.yaml (or PATH), apply CLI overrides, validate."""
+    """Load configs/default.yaml (or PATH), apply CLI overrides (a section's as a dict: model={...}), validate."""
     source = Path(path) if path else CONFIG_DIR / "default.yaml"
     if not source.is_file():
         raise UserError(f"config file not found: {source} (pass an existing YAML file with --config)")
@@ -139,7 +166,8 @@ def load_config(path: str | Path | None = None, **overrides) -> RunConfig:
         raise UserError(f"{source}: not valid YAML: {first_line(e)}") from None
     if not isinstance(data, dict):
         raise UserError(f"{source}: expected a mapping of keys at the top level")
-    data.update({k: v for k, v in overrides.items() if v is not None})
+    data.update({k: {**data[k], **v} if isinstance(v, dict) and isinstance(data.get(k), dict) else v
+                 for k, v in overrides.items() if v is not None})  # a section's keys go into the file's section
     try:
         return RunConfig.model_validate(data)
     except ValidationError as e:

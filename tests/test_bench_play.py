@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-AGENTS = {"multi_stream", "multi_stream_untrained", "sequential", "no_think", "scripted", "expert", "random"}
+AGENTS = {"llm", "llm_untrained", "sequential", "no_think", "scripted", "expert", "random"}
 
 
 def _after_first_start(stderr: str) -> str:
@@ -35,7 +35,7 @@ def test_bench_play_reports_every_agent_on_the_same_seeds(tmp_path):
         assert agent["episodes"] == 2 and 0 < agent["tics_mean"] <= 150 + 35  # a model step may overrun by a few tics
     expert, random_ = result["agents"]["expert"], result["agents"]["random"]
     assert expert["kills_mean"] > random_["kills_mean"]  # the expert plays; the untrained tiny model does not
-    assert result["agents"]["multi_stream"]["reaction_ms_p50"] > 0 and result["agents"]["expert"]["reaction_ms_p50"] is None
+    assert result["agents"]["llm"]["reaction_ms_p50"] > 0 and result["agents"]["expert"]["reaction_ms_p50"] is None
     assert result["cpu_path"] and result["adapter"] is None
     assert (tmp_path / "play_kills.png").stat().st_size > 0 and json.loads((tmp_path / "play.json").read_text())
 

@@ -19,11 +19,11 @@ def test_bench_reaction_measures_three_agents_side_by_side(tmp_path):
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
     agents = result["agents"]
-    assert set(agents) == {"multi_stream", "sequential", "no_think"}
+    assert set(agents) == {"llm", "sequential", "no_think"}
     for summary in agents.values():
         assert {"reaction_ms_p50", "reaction_ms_p95", "kills", "actions_fenced"} <= set(summary)
     # the read-think-act loop waits for 16 thought tokens; the multi-stream agent decides in one forward
-    assert agents["sequential"]["reaction_ms_p50"] > 3 * agents["multi_stream"]["reaction_ms_p50"]
+    assert agents["sequential"]["reaction_ms_p50"] > 3 * agents["llm"]["reaction_ms_p50"]
     assert result["ratios"]["reaction_p50_seq_over_multi"] > 3
     assert (tmp_path / "reaction_cdf.png").stat().st_size > 10_000
     assert json.loads((tmp_path / "reaction.json").read_text())["ratios"] == result["ratios"]

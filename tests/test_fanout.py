@@ -253,7 +253,7 @@ def test_collect_on_two_workers_writes_the_serial_data_set_byte_for_byte(tmp_pat
 @pytest.mark.slow
 def test_bench_play_on_two_workers_reports_the_serial_summary(tmp_path, ray_address):
     common = ("bench", "play", "--model", "tiny:llama", "--fixed-cost", "--episodes", "2", "--max-tics", "60",
-              "--agents", "multi_stream,no_think,scripted", "--json")
+              "--agents", "llm,no_think,scripted", "--json")
     serial = _cli(*common, "--threads", "1", "--out", str(tmp_path / "serial"))
     assert serial.returncode == 0, serial.stderr
     fanned = _cli(*common, "--workers", "2", "--ray-address", ray_address, "--out", str(tmp_path / "ray"))
@@ -274,7 +274,7 @@ def test_bench_reaction_on_two_workers_reports_the_serial_summary(tmp_path, ray_
     expected, got = json.loads(serial.stdout), json.loads(fanned.stdout)
     assert set(got) == set(expected) | {"workers", "lost"}  # the serial shape, plus how it was fanned out
     assert got["workers"] == 2 and got["lost"] == [] and got["machine"]["workers"] == 2
-    assert list(got["agents"]) == list(expected["agents"]) == ["multi_stream", "sequential", "no_think"]
+    assert list(got["agents"]) == list(expected["agents"]) == ["llm", "sequential", "no_think"]
     for name, summary in got["agents"].items():
         assert set(summary) == set(expected["agents"][name])
         assert summary["episodes"] == 2 and len(summary["kills_per_episode"]) == 2

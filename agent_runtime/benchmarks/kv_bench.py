@@ -76,6 +76,7 @@ class KVBench:
         if self.runner.packed_linears:  # the same linear kernels as the runner: (a) compares attention only
             adopt_linears(self.plain, self.kernels, self.runner.cpu.features)
         self.device = device
+        self.steps = 7 + (device == "cuda")  # its progress lines: (a), (b), 4 x (c), the bound, (d) on CUDA
         self.timer = _synced if device == "cuda" else measured
 
     def _kernels(self, rows: int):

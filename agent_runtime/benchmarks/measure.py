@@ -3,16 +3,16 @@ they run on, plots."""
 
 from __future__ import annotations
 
+import contextlib
 import platform
 import statistics
 from dataclasses import dataclass
 
 import torch
 
-from agent_runtime.model.adapters import DEFAULT
 from agent_runtime.model.cpu_path import allowed_cores
 from agent_runtime.model.model_loader import load_for_cpu
-from agent_runtime.notices import stderr_line
+from agent_runtime.notices import progress_bar, stderr_line
 from agent_runtime.percentiles import percentile
 
 
@@ -50,7 +50,7 @@ def load_bench_model(args, *, clock: str | None = None, device: str = "cpu", hea
     """Threads (--threads), model and the machine header every benchmark prints first (a Ray worker's: the driver
     prints it). clock None: the episode benches', a fixed cost per token or the measured step time; threads: the
     CPUs Ray reserved for a worker (default --threads)."""
-    adapter = (args.adapter or DEFAULT) if hasattr(args, "adapter") else None  # kv and memory measure no skill
+    adapter = getattr(args, "adapter", None)  # (filled from the config); kv and memory measure no skill
     loaded = load_for_cpu(args.model, dtype=args.dtype, threads=threads or getattr(args, "threads", None),
                           adapter=adapter, scenario=getattr(args, "scenario", None),
                           tokenizer=args.bench != "kv", announce=False)  # the header says it
@@ -65,8 +65,24 @@ def print_header(info: dict) -> None:
     stderr_line("machine: " + ", ".join(f"{k} {v}" for k, v in info.items()))
 
 
-def progress(msg: str) -> None:
-    stderr_line(f"  .. {msg}")
+_bar = None  # the running bench's bar (bench_bar), which progress() moves
+
+
+@contextlib.contextmanager
+def bench_bar(total: float, name: str, unit: str):
+    """A bar with its ETA (notices.progress_bar) that the bench run inside moves by its progress lines (closed, it
+    ignores them)."""
+    global _bar
+    with progress_bar(total, name, unit) as _bar:
+        yield
+
+
+def progress(msg: str | None, done: float | None = None) -> None:
+    """A bench's progress line (None: none), and its bar to `done` (steps, frames or seconds; else one step on)."""
+    if msg is not None:
+        stderr_line(f"  .. {msg}")
+    if _bar is not None:
+        _bar.update(1 if done is None else max(0.0, round(done - _bar.n, 1)))
 
 
 def shown(value, unit: str = "", spec: str = ".0f") -> str:

@@ -30,7 +30,7 @@ def run_memory_soak(env, runtime, *, frames: int, fixed_cost=None) -> dict:
         episodes += 1
         sample()
         progress(f"{done}/{frames} frames, {episodes} episodes, pool {runtime.store.used_pages} pages, "
-                 f"rss {samples[-1][3]:.0f} MB")
+                 f"rss {samples[-1][3]:.0f} MB", done=min(done, frames))
     quarter = max(1, len(samples) // 4)
     early, late = samples[quarter: 2 * quarter], samples[-quarter:]
     return {

@@ -12,7 +12,7 @@ from pathlib import Path
 from envs.doom_env import DoomEnv
 
 from agent_runtime.benchmarks.measure import load_bench_model, progress, save_figure, subplots
-from agent_runtime.config import load_config
+from agent_runtime.config import from_args
 from agent_runtime.fanout.episode_worker import decide_once
 from agent_runtime.fanout.outcome import plain_args
 from agent_runtime.model.model_loader import load_model
@@ -23,7 +23,7 @@ from agent_runtime.session.episodes import fixed_cost
 from agent_runtime.session.llm_episode import run_llm_episode
 from agent_runtime.session.runtime import Runtime
 
-MODEL_AGENTS = ("multi_stream", "multi_stream_untrained", "sequential", "no_think")
+MODEL_AGENTS = ("llm", "llm_untrained", "sequential", "no_think")
 
 
 def _agent_summary(runs: list[dict]) -> dict:
@@ -63,25 +63,25 @@ class PlayBenchJob:
     def build(self, loaded) -> None:
         a = self.args
         self.fixed_cost = fixed_cost(a)
-        self._build(loaded, load_config(a.config, scenario=a.scenario, seed=a.seed))
+        self._build(loaded, from_args(a))
 
     def _build(self, loaded, config) -> None:
         """The runtimes the model agents play on: "trained" on `loaded`, "untrained" on the same weights without
-        the adapter (loaded only when one is merged and multi_stream_untrained plays)."""
+        the adapter (loaded only when one is merged and llm_untrained plays)."""
         self.env, self.runtimes = DoomEnv(self.args.scenario, seed=self.args.seed), {}
         if any(name in MODEL_AGENTS for name in self.agents):
-            trained = untrained = Runtime.open(config, loaded=loaded, env=self.env)
-            if loaded.adapter is not None and "multi_stream_untrained" in self.agents:
+            trained = untrained = Runtime.open(config, loaded=loaded, env=self.env, device=self.args.device)
+            if loaded.adapter is not None and "llm_untrained" in self.agents:
                 untrained = Runtime.open(config, loaded=load_model(self.args.model, dtype=loaded.cpu.dtype),
-                                         env=self.env)
+                                         env=self.env, device=self.args.device)
             self.runtimes = {"trained": trained, "untrained": untrained}
 
     def play(self, task) -> dict:
         """Episode i of one agent on seed + i; a player without a model plays on a fresh engine seeded alike."""
         index, name = task.key
         seed, max_tics, fixed_cost = self.args.seed + index, self.args.max_tics, self.fixed_cost
-        if name in ("multi_stream", "multi_stream_untrained"):
-            runtime = self.runtimes["untrained" if name == "multi_stream_untrained" else "trained"]
+        if name in ("llm", "llm_untrained"):
+            runtime = self.runtimes["untrained" if name == "llm_untrained" else "trained"]
             return run_llm_episode(self.env, runtime, seed=seed, max_tics=max_tics, fixed_cost=fixed_cost,
                                    agent_seed=seed)
         if name in MODEL_AGENTS:

@@ -17,7 +17,7 @@ from agent_runtime.errors import UserError
 from agent_runtime.percentiles import percentile
 from agent_runtime.session.runtime import Runtime
 
-AGENTS = ("multi_stream", "sequential", "no_think")
+AGENTS = ("llm", "sequential", "no_think")  # llm: the multi-stream agent, as `episode --policy llm` names it
 
 
 def _summary(episodes: list[dict], think_tokens: int) -> dict:
@@ -70,7 +70,7 @@ class ReactionBenchJob(PlayBenchJob):
             raise UserError(f"no episode of {', '.join(empty)} finished on any worker; nothing to summarize")
         think_tokens = self.args.think_tokens
         agents = {name: _summary(runs, think_tokens if name == "sequential" else 0) for name, runs in per_agent.items()}
-        multi = agents["multi_stream"]
+        multi = agents["llm"]
 
         def ratio(name, q):
             x, y = agents[name][f"reaction_ms_{q}"], multi[f"reaction_ms_{q}"]

@@ -175,7 +175,7 @@ class Director(_Background):
             what = {"missed": "commentary ended before the barge-in was detected",
                     "command_only": "no commentary playing: a voice command only",
                     "unsettled": "the listener had not finished with it 8 s later"}.get(trial.outcome, trial.outcome)
-        progress(f"{trial.t_s:6.1f} s {trial.phrase!r}: {what}; rss {rss:.0f} MB, kv {pages} pages")
+        progress(f"{trial.t_s:6.1f} s {trial.phrase!r}: {what}; rss {rss:.0f} MB, kv {pages} pages", done=trial.t_s)
 
 
 def run_soak(env, runtime, *, seconds: float, seed: int = 0, mode: str = "immediate", every_s: float = EVERY_S) -> dict:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from agent_runtime.benchmarks.measure import progress, stats
+from agent_runtime.benchmarks.measure import bench_bar, progress, stats
 from agent_runtime.session.events import EventBus, Kind
 from agent_runtime.session.generation import SessionGeneration
 from agent_runtime.session.live_session import run_live
@@ -41,7 +41,9 @@ def run_voice_bench(env, runtime, *, commands: int, seed: int = 0, mode: str = "
     bus = EventBus()
     seconds = len(track) / MIC_RATE + 0.5
     progress(f"speaking {commands} commands over {seconds:.0f} s of real-time play")
-    result = run_live(env, runtime, seconds=seconds, voice=voice, bus=bus)
+    with bench_bar(seconds, "voice", "s"):  # the game's seconds: 35 tics each in real time
+        result = run_live(env, runtime, seconds=seconds, voice=voice, bus=bus,
+                          progress=lambda report: progress(None, report["tic"] / 35))
     said = bus.of_kind(Kind.USER_INPUT)
     executed = [e for e in bus.of_kind(Kind.ACTION_EXECUTED) if e.stream == "user"]
     latencies, correct = [], 0

@@ -4,104 +4,82 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
 from agent_runtime import fanout, signals
-from agent_runtime.commands import add_options, at_least, check_scenario, require_cuda, writable_dir
+from agent_runtime.commands import (MODEL_OPTIONS, OPTIONS, VERBOSITY, add_options, agent_name, at_least,
+                                    output_file, require_cuda, writable_dir)
 from agent_runtime.errors import UserError
 from agent_runtime.fanout.outcome import Task
 
-ADAPTER_HELP = ("LoRA adapter merged at load (default: the one shipped for --scenario; `none`: the untrained model; "
-                "or a path)")
-PLAY_AGENTS = ("multi_stream", "multi_stream_untrained", "sequential", "no_think", "scripted", "expert", "random")
+PLAY_AGENTS = ("llm", "llm_untrained", "sequential", "no_think", "scripted", "expert", "random")  # episode's policies
 REALTIME_CLOCK = "realtime (ASYNC_PLAYER, device-free audio in real time)"
+WITH_SCENARIO = ("--scenario", "--seed", "--config")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="bench", metavar="BENCH", required=True)
     kv = _bench(sub, "kv", _run_kv, "KV blocks and views: view vs contiguous, drop vs recompute, N streams vs 1",
-                "kv.json and kv_streams.png", "--device")
-    _model_arguments(kv, adapter=False)
+                "kv.json and kv_streams.png", "--config", "--model", "--dtype", "--threads", "--device")
     kv.add_argument("--repeats", type=int, default=15, help="timed repeats per measurement (default 15)")
-    rx = _episodes_bench(sub, "reaction", _run_reaction,
-                         "reaction latency: multi-stream vs sequential vs no-think, same model and seeds",
-                         "reaction.json and reaction_cdf.png")
-    add_options(rx, "--device")
+    _episodes_bench(sub, "reaction", _run_reaction,
+                    "reaction latency: multi-stream (llm) vs sequential vs no-think, same model and seeds",
+                    "reaction.json and reaction_cdf.png")
     vo = _bench(sub, "voice", _run_voice, "synthesized voice commands during real-time play: end of speech -> action",
-                None, "--scenario")
+                None, *WITH_SCENARIO, "--barge-in", *MODEL_OPTIONS)
     vo.add_argument("--commands", type=int, default=10, help="voice commands to speak (default 10)")
-    _model_arguments(vo)
-    vo.add_argument("--seed", type=int, default=0)
-    vo.add_argument("--barge-in", default="immediate", choices=("pause_confirm", "half_duplex", "immediate"))
     pl = _episodes_bench(sub, "play", _run_play,
                          "play quality: kills, reward and survival of every agent on the same seeds",
                          "play.json and play_kills.png")
-    pl.add_argument("--agents", help="comma-separated subset of: " + ", ".join(PLAY_AGENTS))
+    pl.add_argument("--agents", help="comma-separated subset of: " + ", ".join(PLAY_AGENTS) + " (default all; "
+                                     "multi_stream, multi_stream_untrained: old names of llm, llm_untrained)")
     mem = _bench(sub, "memory", _run_memory, "long headless run: KV pool and process memory must stay flat",
-                 "memory.json and memory.png", "--scenario", "--fixed-cost")
+                 "memory.json and memory.png", "--scenario", "--config", "--fixed-cost", "--model", "--dtype",
+                 "--device")
     mem.add_argument("--frames", type=int, default=10000, help="frames to prefill in all (default 10000)")
-    _model_arguments(mem, adapter=False, threads=False)
-    it = _bench(sub, "interrupt", _run_interrupt,
-                "barge-in in real time on the device-free audio backend: interruption -> silence", "interrupt.json")
+    it = _bench(sub, "interrupt", _run_interrupt, "barge-in in real time on the device-free audio backend: "
+                "interruption -> silence", "interrupt.json", "--config")
     it.add_argument("--barge-ins", type=int, default=20, help="barge-ins to inject (default 20)")
-    it.add_argument("--mode", default="immediate", choices=("immediate", "pause_confirm"),
-                    help="barge-in mode: interrupt on VAD onset, or pause then confirm by a command "
-                         "(default immediate)")
-    it.add_argument("--seed", type=int, default=0, help="seed for phrase choice and injection moments")
+    it.add_argument("--barge-in", "--mode", **OPTIONS["--barge-in"])  # --mode: its old name
+    it.add_argument("--seed", type=int, help="seed for phrase choice and injection moments (default: the config's)")
     sk = _bench(sub, "soak", _run_soak, "long real-time live session with scripted voice commands and barge-ins: "
-                "RSS and KV growth, event sequence gaps, latency drift", "soak.json and soak.png", "--scenario",
-                json_option=False)
+                "RSS and KV growth, event sequence gaps, latency drift", "soak.json and soak.png", *WITH_SCENARIO,
+                *MODEL_OPTIONS, json_option=False)
     sk.add_argument("--minutes", type=float, default=30.0, help="minutes of real-time play (default 30)")
     sk.add_argument("--every", type=float, default=4.0,
                     help="quiet seconds after each scripted voice phrase before the next barge-in (default 4)")
-    sk.add_argument("--barge-in", default="immediate", choices=("immediate", "pause_confirm"))
-    sk.add_argument("--seed", type=int, default=0)
-    _model_arguments(sk)
+    add_options(sk, "--barge-in")
     sk.add_argument("--json", nargs="?", const="-", metavar="PATH",
                     help="also write the result as JSON to PATH (no PATH: print it as one JSON object on stdout)")
 
 
 def _bench(sub, name: str, runner, help_text: str, files: str | None, *options: str, json_option: bool = True):
     """A bench's parser with what benches share: --out when it writes `files`, --json, the shared `options`."""
-    p = sub.add_parser(name, help=help_text)
+    p = sub.add_parser(name, help=help_text, parents=[VERBOSITY], description=f"bench {name}: {help_text}."
+                       + (f" Writes {files} to --out." if files else ""))
     p.set_defaults(_bench_run=runner)
     if files:
         p.add_argument("--out", default="bench-out", help=f"directory for {files} (default bench-out)")
-    if json_option:
-        p.add_argument("--json", action="store_true", help="print the result as one JSON object on stdout")
-    add_options(p, *options)
+    add_options(p, *options, *(("--json",) if json_option else ()))
     return p
 
 
 def _episodes_bench(sub, name: str, runner, help_text: str, files: str):
     """reaction and play: every agent plays the same seeded episodes, here or on Ray workers."""
-    p = _bench(sub, name, runner, help_text, files, "--scenario", "--seed", "--max-tics", "--config", "--fixed-cost")
+    p = _bench(sub, name, runner, help_text, files, *WITH_SCENARIO, "--max-tics", "--fixed-cost", *MODEL_OPTIONS)
     p.add_argument("--episodes", type=int, default=5, help="episodes per agent (default 5)")
-    _model_arguments(p)
     p.add_argument("--think-tokens", type=int, default=64,
                    help="sequential agent's thought tokens per cycle (default 64)")
     fanout.add_arguments(p)  # --workers, --ray-address
     return p
 
 
-def _model_arguments(p, *, adapter: bool = True, threads: bool = True) -> None:
-    p.add_argument("--model", help="model path or a Hugging Face id in the local cache (default: the embedded "
-                                   "SmolLM2-135M-Instruct; tiny:llama is fast)")
-    p.add_argument("--dtype", default="auto", choices=("auto", "bfloat16", "float32"),
-                   help="model precision (default auto: the CPU path's choice)")
-    if threads:
-        add_options(p, "--threads")
-    if adapter:
-        p.add_argument("--adapter", help=ADAPTER_HELP)
-
-
 def _open_runtime(args, loaded, *, env_seed: int, clock: str | None = None):
     """The runtime a bench plays on, its env opened on --scenario (clock None: the headless sync one)."""
-    from agent_runtime.config import load_config
+    from agent_runtime.config import from_args
     from agent_runtime.session.runtime import Runtime
 
-    config = load_config(scenario=args.scenario, clock=clock)
-    return Runtime.open(config, loaded=loaded, scenario=args.scenario, env_seed=env_seed, clock=clock or "sync")
+    return Runtime.open(from_args(args, clock=clock), loaded=loaded, scenario=args.scenario, env_seed=env_seed,
+                        clock=clock or "sync", device=args.device)
 
 
 def _stamp(result: dict, info: dict, args=None, loaded=None) -> dict:
@@ -126,15 +104,16 @@ def _output(args, result: dict, report, *json_paths) -> int:
 
 def _run_kv(args) -> int:
     from agent_runtime.benchmarks.kv_bench import KVBench, plot_streams
-    from agent_runtime.benchmarks.measure import load_bench_model
+    from agent_runtime.benchmarks.measure import bench_bar, load_bench_model
 
     at_least(args, 3, "--repeats")
     out = writable_dir(args.out, "--out")
-    require_cuda(args.device)
     loaded, info = load_bench_model(args, clock="wall", device=args.device)
     loaded.model.to(args.device)
     backend = "triton" if args.device == "cuda" else "torch"
-    result = _stamp(KVBench(loaded, repeats=args.repeats, device=args.device, backend=backend).run(), info)
+    bench = KVBench(loaded, repeats=args.repeats, device=args.device, backend=backend)
+    with bench_bar(bench.steps, "kv", "step"):
+        result = _stamp(bench.run(), info)
     plot_streams(result, out / "kv_streams.png", f"{loaded.model_id}, {info['threads']} thread(s), {args.device}")
     result["plot"] = str(out / "kv_streams.png")
     return _output(args, result, lambda: _print_kv(result), out / "kv.json")
@@ -160,10 +139,9 @@ def _play_episodes(args, job, figure: str, plot, table) -> int:
     by Ray workers or here on one loaded model (`job`: PlayBenchJob); `plot` draws `figure`, the result goes to
     BENCH.json without the agents' raw "_samples" (a CDF's input, too long to read) and `table` shows it. Exit 1
     when Ray lost a pair."""
-    from agent_runtime.benchmarks.measure import load_bench_model
+    from agent_runtime.benchmarks.measure import bench_bar, load_bench_model
 
     fanout.check(args)
-    check_scenario(args.scenario)
     out = writable_dir(args.out, "--out")
     tasks = [Task((i, name), None, f"episode {i} {name}") for i in range(args.episodes) for name in job.agents]
     results: dict[tuple[int, str], dict] = {}
@@ -173,19 +151,19 @@ def _play_episodes(args, job, figure: str, plot, table) -> int:
         job.report(task, result, where)
 
     workers = f"{args.workers} Ray workers" if fanout.wanted(args) else ""
-    if workers:
-        added = _on_ray(args, job, tasks, on_result)
-    else:
-        require_cuda(getattr(args, "device", "cpu"))
-        loaded, machine = load_bench_model(args, device=getattr(args, "device", "cpu"))
-        try:
-            job.build(loaded)
-            for task in tasks:
-                on_result(task, job.play(task))
-        finally:
-            if job.env is not None:
-                job.env.close()
-        added = _stamp({}, machine, args, loaded)
+    with bench_bar(len(tasks), args.bench, "episode"):  # each job.report moves it
+        if workers:
+            added = _on_ray(args, job, tasks, on_result)
+        else:
+            loaded, machine = load_bench_model(args, device=args.device)
+            try:
+                job.build(loaded)
+                for task in tasks:
+                    on_result(task, job.play(task))
+            finally:
+                if job.env is not None:
+                    job.env.close()
+            added = _stamp({}, machine, args, loaded)
     per_agent = {name: [results[(i, name)] for i in range(args.episodes) if (i, name) in results]
                  for name in job.agents}
     result = {**job.summarize(per_agent), **added}
@@ -204,7 +182,7 @@ def _on_ray(args, job, tasks: list[Task], on_result) -> dict:
     from agent_runtime.benchmarks.measure import print_header
     from agent_runtime.fanout.worker_pool import run_on_ray
 
-    if getattr(args, "device", "cpu") != "cpu":
+    if args.device != "cpu":
         raise UserError("--workers/--ray-address run on CPU workers; use --device cpu (or drop --workers)")
     lost, info, described = run_on_ray(args, job, tasks, lambda task, outcome, worker: on_result(
         task, outcome.result, f" ({worker.name()})"), command=job.command)
@@ -239,15 +217,14 @@ def _print_reaction_table(result: dict) -> None:
 
 
 def _run_memory(args) -> int:
-    from agent_runtime.benchmarks.measure import load_bench_model
+    from agent_runtime.benchmarks.measure import bench_bar, load_bench_model
     from agent_runtime.benchmarks.memory_soak import plot_memory, run_memory_soak
     from agent_runtime.session.episodes import fixed_cost
 
     at_least(args, 10, "--frames")
-    check_scenario(args.scenario)
     out = writable_dir(args.out, "--out")
-    loaded, info = load_bench_model(args, clock="fixed_cost" if args.fixed_cost else "compute")
-    with _open_runtime(args, loaded, env_seed=0) as runtime:
+    loaded, info = load_bench_model(args, clock="fixed_cost" if args.fixed_cost else "compute", device=args.device)
+    with _open_runtime(args, loaded, env_seed=0) as runtime, bench_bar(args.frames, "memory", "frame"):
         result = run_memory_soak(runtime.env, runtime, frames=args.frames, fixed_cost=fixed_cost(args))
     plot_memory(result.pop("_samples"), out / "memory.png",
                 f"{result['frames']} frames, {loaded.model_id}, {args.scenario}")
@@ -261,14 +238,15 @@ def _run_memory(args) -> int:
 
 def _run_interrupt(args) -> int:
     from agent_runtime.benchmarks.interrupt_bench import print_report, run_interrupt_bench
-    from agent_runtime.benchmarks.measure import machine_info, print_header
+    from agent_runtime.benchmarks.measure import bench_bar, machine_info, print_header
 
     at_least(args, 1, "--barge-ins")
     out = writable_dir(args.out, "--out")
     info = machine_info("none (audio only)", 1, clock="real time (device-free audio backend)", device="cpu")
     info["audio"] = "speaker 1024 frames @ 22050 Hz, mic 512 samples @ 16 kHz, espeak-ng + silero + pocketsphinx"
     print_header(info)
-    result = _stamp(run_interrupt_bench(args.barge_ins, mode=args.mode, seed=args.seed), info)
+    with bench_bar(args.barge_ins, "interrupt", "barge-in"):
+        result = _stamp(run_interrupt_bench(args.barge_ins, mode=args.barge_in, seed=args.seed), info)
     return _output(args, result, lambda: (print_report(result), print(f"written: {out / 'interrupt.json'}")),
                    out / "interrupt.json")
 
@@ -278,9 +256,8 @@ def _run_voice(args) -> int:
     from agent_runtime.benchmarks.voice_bench import run_voice_bench
 
     at_least(args, 1, "--commands")
-    check_scenario(args.scenario)
     # the free cores, as in live: the real-time game and audio take well under half a core
-    loaded, info = load_bench_model(args, clock=REALTIME_CLOCK)
+    loaded, info = load_bench_model(args, clock=REALTIME_CLOCK, device=args.device)
     with _open_runtime(args, loaded, env_seed=args.seed, clock="realtime") as runtime:
         result = run_voice_bench(runtime.env, runtime, commands=args.commands, seed=args.seed, mode=args.barge_in)
     _stamp(result, info)
@@ -295,18 +272,16 @@ def _run_soak(args) -> int:
         raise UserError(f"--minutes must be positive (got {args.minutes:g})")
     if not args.every >= 1:
         raise UserError(f"--every must be at least 1 second (got {args.every:g})")
-    from agent_runtime.benchmarks.measure import load_bench_model
+    from agent_runtime.benchmarks.measure import bench_bar, load_bench_model
     from agent_runtime.benchmarks.soak_bench import plot_soak, print_report, run_soak
 
-    check_scenario(args.scenario)
     out = writable_dir(args.out, "--out")
-    json_path = Path(args.json) if args.json not in (None, "-") else None
-    if json_path is not None:
-        writable_dir(str(json_path.parent), "--json")
-    loaded, info = load_bench_model(args, clock=REALTIME_CLOCK)
+    json_path = output_file(args.json, "--json") if args.json not in (None, "-") else None
+    loaded, info = load_bench_model(args, clock=REALTIME_CLOCK, device=args.device)
     title = f"soak: {args.scenario}, {loaded.model_id}, {args.minutes:g} min, barge-in {args.barge_in}"
     try:
-        with _open_runtime(args, loaded, env_seed=args.seed, clock="realtime") as runtime:
+        with _open_runtime(args, loaded, env_seed=args.seed, clock="realtime") as runtime, \
+                bench_bar(args.minutes * 60.0, "soak", "s"):
             result = run_soak(runtime.env, runtime, seconds=args.minutes * 60.0, seed=args.seed, mode=args.barge_in,
                               every_s=args.every)
     except signals.Interrupted as e:  # keep what was measured: the JSON only (a plot would delay the exit)
@@ -325,7 +300,7 @@ def _run_soak(args) -> int:
 def _play_agents(text: str | None) -> tuple[str, ...]:
     if not text:
         return PLAY_AGENTS
-    agents = tuple(a.strip() for a in text.split(",") if a.strip())
+    agents = tuple(agent_name(a.strip()) for a in text.split(",") if a.strip())
     unknown = [a for a in agents if a not in PLAY_AGENTS]
     if unknown or not agents:
         raise UserError(f"--agents: unknown agent(s) {', '.join(unknown) or '(none given)'}; "
@@ -349,8 +324,12 @@ def _print_play_table(result: dict) -> None:
         p50 = shown(s["reaction_ms_p50"], " ms", ".1f")
         print(f"{name:24s} {s['kills_mean']:6.1f} ± {s['kills_std']:5.1f} {s['reward_mean']:6.1f} ± "
               f"{s['reward_std']:5.1f} {s['tics_mean']:7.0f} ± {s['tics_std']:6.0f} {p50:>13s}")
-    print(f"plot: {result['plot']}")
+    print(f"mean ± sample std (n - 1) over {result['episodes']} episode(s) per agent; plot: {result['plot']}")
 
 
 def run(args: argparse.Namespace) -> int:
+    from agent_runtime.config import from_args
+
+    from_args(args)  # the flags left unset take the config's values (the model section's too)
+    require_cuda(getattr(args, "device", "cpu"))
     return args._bench_run(args)

@@ -8,31 +8,29 @@ import json
 from contextlib import nullcontext
 
 from agent_runtime import fanout, signals
-from agent_runtime.commands import add_on_disk_full, add_options, at_least, check_scenario, writable_dir
+from agent_runtime.commands import (MODEL_OPTIONS, add_on_disk_full, add_options, agent_name, at_least, require_cuda,
+                                    writable_dir)
 from agent_runtime.errors import UserError
-from agent_runtime.notices import stderr_line
+from agent_runtime.notices import progress_bar, stderr_line
 
 POLICIES = ("llm", "sequential", "no_think", "scripted", "expert", "random")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--scenario", help="bundled scenario name (e.g. defend_the_center) or a path to a .cfg")
+    add_options(p, "--scenario")
     p.add_argument("--episodes", type=int, default=1, help="number of episodes (default 1)")
-    p.add_argument("--policy", choices=POLICIES, default="llm",
+    p.add_argument("--policy", choices=POLICIES, default="llm", type=agent_name,
                    help="who plays: llm = the multi-stream agent (default); sequential = read-think-act with the same "
                         "model; no_think = read-act; scripted = aim-and-shoot from labels; expert = "
-                        "lag-aware aim with hold counts from labels; random")
-    p.add_argument("--seed", type=int, help="base seed; episode k uses seed + k (default: from the config)")
-    add_options(p, "--config", "--max-tics", "--fixed-cost")
+                        "lag-aware aim with hold counts from labels; random (multi_stream: llm's old name)")
+    add_options(p, "--seed", "--config", "--max-tics", "--fixed-cost")
     p.add_argument("--clock", choices=("sync", "realtime"), help="override the config's clock")
     p.add_argument("--out", help="directory for the episodes' recordings and results.jsonl "
                                  "(default: recordings go to the config's recordings_dir, results only to stdout)")
     p.add_argument("--lag-tics", type=int, default=0, help="the policy sees frames this many tics old (default 0)")
-    p.add_argument("--json", action="store_true", help="print one JSON object per episode on stdout, nothing else")
-    add_options(p, "--no-record", "--model", "--adapter")
+    add_options(p, "--json", "--no-record", *MODEL_OPTIONS)
     p.add_argument("--think-tokens", type=int, default=64,
                    help="sequential policy: thought tokens per cycle (default 64)")
-    p.add_argument("--threads", type=int, help="torch threads (default: the config's, else the cores actually free)")
     p.add_argument("--on-engine-death", choices=("exit", "continue"), default="exit",
                    help="when the ViZDoom engine dies or hangs mid-episode (its recording is closed as incomplete "
                         "either way): exit = stop with exit code 1 (default); continue = go on with the next "
@@ -59,7 +57,7 @@ def _readable(result: dict) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agent_runtime.config import load_config
+    from agent_runtime.config import from_args
     from agent_runtime.fanout.episode_fanout import run_episodes
     from agent_runtime.recording.user_script import parse_user_text_args
     from agent_runtime.recording.write_guard import RecordingStopped, WriteGuard
@@ -70,15 +68,16 @@ def run(args: argparse.Namespace) -> int:
     if args.user_text and args.policy != "llm":
         raise UserError("--user-text is for the llm policy")
     fanout.check(args)
-    config = load_config(args.config, scenario=args.scenario, seed=args.seed, clock=args.clock)
-    check_scenario(config.scenario)
+    require_cuda(args.device)
+    config = from_args(args)
     user_texts = parse_user_text_args(args.user_text)
     out_dir = writable_dir(args.out, "--out") if args.out else None
     record_root = None if args.no_record else out_dir or writable_dir(config.recordings_dir, "recordings_dir")
+    bar = progress_bar(args.episodes, "episodes", "episode")
     if fanout.wanted(args):  # --workers N / --ray-address: the same episodes, played by Ray workers
-        with (out_dir / "results.jsonl").open("a") if out_dir else nullcontext() as results_file:
+        with bar, (out_dir / "results.jsonl").open("a") if out_dir else nullcontext() as results_file:
             return run_episodes(args, config, user_texts, record_root, lambda done, result, where: report(
-                args, done, result, results_file, where=where))
+                args, done, result, results_file, where=where, bar=bar))
 
     env = open_env(config, config.seed)
     try:
@@ -91,10 +90,11 @@ def run(args: argparse.Namespace) -> int:
     try:
         with signals.stoppable():
             lost = play_episodes(args, config, player, env, record_root, guard,
-                                 lambda done, result: report(args, done, result, results_file, guard))
+                                 lambda done, result: report(args, done, result, results_file, guard, bar=bar))
     except RecordingStopped:  # --on-disk-full stop: the guard's line said why; the recording is closed
         return 1
     finally:
+        bar.close()
         if results_file is not None:
             try:
                 results_file.close()
@@ -103,8 +103,9 @@ def run(args: argparse.Namespace) -> int:
     return 1 if lost or (guard.failed and guard.policy == "stop") else 0
 
 
-def report(args, done: int, result: dict, results_file, guard=None, where: str = "") -> None:
-    """An episode's result: the progress line (the `done`-th of the run), stdout, results.jsonl."""
+def report(args, done: int, result: dict, results_file, guard=None, where: str = "", *, bar) -> None:
+    """An episode's result: the progress line (the `done`-th of the run) and `bar`, stdout, results.jsonl."""
+    bar.update()
     stderr_line(f"[{done}/{args.episodes}] {where}{result['tics']} tics, {result['kills']} kills, "
                 f"reward {result['reward']:g}, {result['wall_s']:.1f} s")
     if "recording" in result:

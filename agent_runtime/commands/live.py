@@ -7,27 +7,23 @@ import json
 import os
 import sys
 
-from agent_runtime.commands import add_on_disk_full, add_options, check_scenario
+from agent_runtime.commands import MODEL_OPTIONS, add_on_disk_full, add_options, require_cuda, writable_dir
 from agent_runtime.errors import UserError
 from agent_runtime.notices import stderr_line
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--scenario", default=None, help="scenario name or .cfg (default: the config's)")
-    add_options(p, "--config")
+    add_options(p, "--scenario", "--config")
     p.add_argument("--voice", action="store_true", help="spoken commands from the microphone and spoken commentary "
                                                           "(no sound card: see DOOM_AGENT_AUDIO in docs/voice.md)")
     p.add_argument("--no-window", action="store_true",
                    help="never open the ViZDoom window (it opens when a display exists)")
     p.add_argument("--seconds", type=float, help="stop after this many seconds (default: when the episode ends)")
-    p.add_argument("--barge-in", choices=("pause_confirm", "half_duplex", "immediate"),
-                   help="how user speech interrupts commentary: pause_confirm (open speakers; the config default), "
-                        "half_duplex (no listening while talking), immediate (headset)")
+    add_options(p, "--barge-in")
     p.add_argument("--input-device", help="microphone device index or name (default: the config's voice.input_device; "
                                           "see `python -m sounddevice`)")
     p.add_argument("--output-device", help="speaker device index or name (default: the config's voice.output_device)")
-    add_options(p, "--model", "--adapter")
-    p.add_argument("--json", action="store_true", help="print the session result as JSON")
+    add_options(p, *MODEL_OPTIONS, "--json")
     p.add_argument("--out", help="directory for the session recording (default: the config's recordings_dir)")
     add_options(p, "--no-record")
     add_on_disk_full(p, "session")
@@ -38,23 +34,24 @@ def _device(value):
 
 
 def run(args: argparse.Namespace) -> int:
-    from agent_runtime.config import load_config
+    from agent_runtime.config import from_args
     from agent_runtime.session.generation import SessionGeneration
     from agent_runtime.model.model_loader import load_for_cpu
     from agent_runtime.recording.write_guard import RecordingStopped
 
-    config = load_config(args.config, scenario=args.scenario, clock="realtime")
+    config = from_args(args, clock="realtime")
     if args.seconds is not None and args.seconds <= 0:
         raise UserError(f"--seconds must be positive (got {args.seconds})")
-    check_scenario(config.scenario)
+    require_cuda(args.device)
     window = bool(os.environ.get("DISPLAY")) and not args.no_window
     generation = SessionGeneration()
     voice = _open_voice(args, config, generation)  # first: no device is a clear error before anything is written
     try:
+        if not args.no_record:  # before the model loads: a recording that cannot be written is one line
+            writable_dir(args.out or config.recordings_dir, "--out" if args.out else "recordings_dir")
         # the cores actually free: the real-time game and audio take well under half a core, and leaving them
         # a whole one cost reactions (2-core AVX2 box: p50 189 -> 131 ms with both cores, 7 -> 0 fenced)
-        loaded = load_for_cpu(args.model or config.model.path, dtype=config.model.dtype,
-                              threads=config.model.threads, adapter=args.adapter or config.model.adapter,
+        loaded = load_for_cpu(args.model, dtype=args.dtype, threads=args.threads, adapter=args.adapter,
                               scenario=config.scenario)
     except BaseException:
         if voice is not None:
@@ -83,7 +80,7 @@ def _open_voice(args, config, generation):
     from agent_runtime.voice.voice_io import VoiceIO
 
     vc = config.voice
-    return VoiceIO(generation, mode=args.barge_in or vc.barge_in,
+    return VoiceIO(generation, mode=args.barge_in,
                    input_device=_device(args.input_device) if args.input_device else vc.input_device,
                    output_device=_device(args.output_device) if args.output_device else vc.output_device,
                    **voice_options())  # DOOM_AGENT_AUDIO: the device-free backend instead of the sound devices
@@ -97,7 +94,7 @@ def _recordings(args, config, loaded, voice, bounds: dict):
 
     def manifest_for(index: int):
         return episode_manifest(config, policy="live", env_seed=config.seed + index, agent_seed=0, index=index,
-                                model_spec=args.model or config.model.path, loaded=loaded, clock="realtime",
+                                model_spec=args.model, loaded=loaded, clock="realtime",
                                 bounds=bounds.get("time"))
 
     return LiveRecordings(args.out or config.recordings_dir, manifest_for, scenario=config.scenario,
@@ -110,7 +107,7 @@ def _play(args, config, window, generation, loaded, voice, recordings, bounds: d
     from agent_runtime.session.live_session import TypedCommands, run_live
     from agent_runtime.session.runtime import Runtime
 
-    with Runtime.open(config, loaded=loaded, clock="realtime", window=window) as runtime:
+    with Runtime.open(config, loaded=loaded, clock="realtime", window=window, device=args.device) as runtime:
         env = runtime.env  # (its grammar refused a scenario with delta buttons)
         bounds["time"] = runtime.time_bounds(announce=True)
         if recordings is not None and recordings.current is not None:  # opened before the bound was known

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
+
+from agent_runtime.commands import add_options, output_file
+from agent_runtime.notices import warning_line
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -15,13 +17,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rerun", action="store_true",
                    help="also play the episode again (same model, seeds, step costs and user inputs) and compare its "
                         "actions with the recorded ones; exit 1 when they differ")
-    p.add_argument("--json", action="store_true", help="print one JSON object on stdout, nothing else")
+    add_options(p, "--json")
 
 
 def run(args: argparse.Namespace) -> int:
     from agent_runtime.recording.recording import Recording
     from agent_runtime.recording.replay_check import check_replay
 
+    if args.video:  # before the replay: a video that cannot be written is one line
+        output_file(args.video, "--video")
     recording = Recording.open(args.dir)
     check = check_replay(recording)
     result: dict = {"check": check.to_dict()}
@@ -37,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(result, default=str))
     else:
         for warning in recording.warnings:
-            print(f"warning: {warning}", file=sys.stderr)
+            warning_line(f"warning: {warning}")
         print(check.describe())
         if "video" in result:
             v = result["video"]

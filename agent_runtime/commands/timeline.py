@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import sys
+import json
 
+from agent_runtime.commands import add_options, output_file
 from agent_runtime.errors import UserError
+from agent_runtime.notices import warning_line
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -14,6 +16,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--from", dest="from_s", type=float, metavar="S",
                    help="start, session seconds (default: first event)")
     p.add_argument("--to", dest="to_s", type=float, metavar="S", help="end, session seconds (default: last event)")
+    add_options(p, "--json")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -24,12 +27,13 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--to ({args.to_s:g}) must be after --from ({args.from_s:g})")
     if not args.out.lower().endswith(".png"):
         raise UserError(f"-o {args.out}: the timeline is a PNG; give a file name ending in .png")
+    output_file(args.out, "-o")
     recording = Recording.open(args.dir)
     events = recording.events
     for warning in recording.warnings:
-        print(f"warning: {warning}", file=sys.stderr)
+        warning_line(f"warning: {warning}")
     drawn = render_timeline(events, args.out, from_s=args.from_s, to_s=args.to_s,
                             title=f"{recording.dir.name} ({recording.manifest.scenario})")
-    print(f"{drawn['path']}: {drawn['n_events']} events from {drawn['from_s']:.2f} s to {drawn['to_s']:.2f} s, "
-          f"{drawn['n_generation_bumps']} generation bumps")
+    print(json.dumps(drawn) if args.json else f"{drawn['path']}: {drawn['n_events']} events from {drawn['from_s']:.2f} "
+          f"s to {drawn['to_s']:.2f} s, {drawn['n_generation_bumps']} generation bumps")
     return 0

@@ -12,15 +12,14 @@ import argparse
 import hashlib
 import json
 import os
-import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
 
 from agent_runtime.atomic_write import atomic_path
-from agent_runtime.commands import add_options, at_least, require_cuda, writable_dir
+from agent_runtime.commands import OPTIONS, add_options, at_least, own_dir, require_cuda
 from agent_runtime.errors import UserError
-from agent_runtime.notices import stderr_line
+from agent_runtime.notices import progress_bar, stderr_line
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -34,7 +33,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--layers-from", type=int, help="first layer with adapters (default: the upper half)")
     p.add_argument("--held-out", type=float, default=0.1, help="fraction of episodes held out (default 0.1)")
     p.add_argument("--seed", type=int, default=0)
-    add_options(p, "--threads", "--device")
+    add_options(p, "--threads", "--device", "--json")
+    p.add_argument("--dtype", **{**OPTIONS["--dtype"], "help": "float32 (or auto): LoRA trains in float32"})
 
 
 def _data_sets(dirs: list[str]) -> tuple[list[dict], list[list[dict]], str]:
@@ -58,8 +58,6 @@ def _data_sets(dirs: list[str]) -> tuple[list[dict], list[list[dict]], str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
-
     from agent_runtime.control.action_grammar import ActionGrammar
     from agent_runtime.model.model_loader import EMBEDDED_MODEL_ID, load_for_cpu
     from agent_runtime.training.command_scores import Candidates
@@ -68,6 +66,8 @@ def run(args: argparse.Namespace) -> int:
     at_least(args, 1, "--steps", "--batch", "--rank")
     if not 0 < args.held_out < 1:
         raise UserError(f"--held-out must be between 0 and 1 (got {args.held_out})")
+    if args.dtype not in (None, "auto", "float32"):
+        raise UserError(f"--dtype {args.dtype}: train computes in float32 (the adapter is merged at load in any dtype)")
     require_cuda(args.device)
     manifests, decisions, data_hash = _data_sets(args.data)
     engine = _view_settings(manifests, args.data)
@@ -95,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
                 f"{before['accuracy']:.1%}")
     t0 = time.monotonic()
     # closed on a stop (SIGINT) or an error mid-training too: the next line is a line of its own
-    with tqdm(total=settings.steps, desc="train", file=sys.stderr, dynamic_ncols=True, mininterval=1.0) as bar:
+    with progress_bar(settings.steps, "train", "step") as bar:
         history = train(model, train_set, test_set, candidates, settings, pad_id=pad, progress=_progress(bar))
     after = history.final or evaluate(model, test_set, candidates, batch=settings.batch, pad_id=pad)
     curves = {k: v for k, v in asdict(history).items() if k != "final"}
@@ -110,10 +110,10 @@ def run(args: argparse.Namespace) -> int:
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
     _write_adapter(model, out, manifest)
-    print(f"{out}: held-out accuracy {before['accuracy']:.1%} -> {after['accuracy']:.1%} "
-          f"(the command alone, any hold: {before['command_accuracy']:.1%} -> {after['command_accuracy']:.1%}; "
-          f"{', '.join(f'{k} {v:.0%}' for k, v in after['per_command'].items())}); plot {out / 'training.png'}",
-          flush=True)
+    print(json.dumps({"adapter": str(out), "held_out_untrained": before, "held_out": after}) if args.json else
+          f"{out}: held-out accuracy {before['accuracy']:.1%} -> {after['accuracy']:.1%} (the command alone, any "
+          f"hold: {before['command_accuracy']:.1%} -> {after['command_accuracy']:.1%}; "
+          f"{', '.join(f'{k} {v:.0%}' for k, v in after['per_command'].items())}); plot {out / 'training.png'}")
     return 0
 
 
@@ -135,12 +135,15 @@ def _view_settings(manifests: list[dict], data: list[str]) -> dict:
 
 
 def _progress(bar):
-    """The trainer's progress callback: the loss, and the last held-out accuracy, on the bar."""
+    """The trainer's progress callback: the loss, and the last held-out accuracy, on the bar (without a bar: a line
+    at each held-out evaluation)."""
     state = {"acc": None}
 
     def update(step: int, loss: float, accuracy: float | None) -> None:
         if accuracy is not None:
             state["acc"] = accuracy
+            if bar.disable:
+                stderr_line(f"step {step}: loss {loss:.3f}, held-out accuracy {accuracy:.1%}")
         bar.set_postfix(loss=f"{loss:.3f}", held_out="n/a" if state["acc"] is None else f"{state['acc']:.1%}")
         bar.update(1)
 
@@ -156,27 +159,13 @@ ADAPTER_FILES = frozenset({"adapter_model.safetensors", "adapter_config.json", "
 def adapter_out(out_text: str, data: list[str]) -> Path:
     """--out as a path that train may (re)place: new, or a previous adapter, never a data set nor a folder of
     other files (train replaces what it names, so it must only ever name what train wrote)."""
-    out = Path(out_text).expanduser()
-    resolved = out.resolve()
-    if not out.name or resolved == Path.cwd().resolve() or resolved == resolved.parent:
-        raise UserError(f"--out {out_text}: name a new directory for the adapter (e.g. --out adapters/mine), "
-                        "not the current or the root directory")
+    resolved = Path(out_text).expanduser().resolve()
     for d in data:
         data_dir = Path(d).expanduser().resolve()
         if resolved == data_dir or resolved in data_dir.parents or data_dir in resolved.parents:
             raise UserError(f"--out {out_text} is, holds or lies inside the --data set {d}; "
                             "write the adapter to a directory of its own")
-    if out.is_symlink() or (out.exists() and not out.is_dir()):
-        raise UserError(f"--out {out_text} exists and is not a directory; name a new directory for the adapter")
-    if out.is_dir():
-        others = sorted(p.name for p in out.iterdir() if p.name not in ADAPTER_FILES)
-        if others or not (out / "adapter_config.json").is_file():
-            shown = ", ".join(others[:3]) + (", ..." if len(others) > 3 else "")
-            raise UserError(f"--out {out_text} exists and is not an adapter from `agent-runtime train` "
-                            f"({'it holds ' + shown if others else 'no adapter_config.json'}); train replaces "
-                            "only a previous adapter: name a new directory")
-    writable_dir(str(out.parent), "--out")
-    return out
+    return own_dir(out_text, "--out", ADAPTER_FILES, "adapter_config.json", "an adapter from `agent-runtime train`")
 
 
 def _write_adapter(model, out: Path, manifest: dict) -> None:

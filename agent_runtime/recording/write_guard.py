@@ -16,7 +16,7 @@ from pathlib import Path
 
 from agent_runtime import signals
 from agent_runtime.errors import UserError, first_line
-from agent_runtime.notices import Notify, stderr_line
+from agent_runtime.notices import Notify, warning_line
 
 END_REASON = "write_failed"  # a recording's manifest extra.end_reason once its writes stopped
 
@@ -31,7 +31,7 @@ class WriteGuard:
     def __init__(self, policy: str = "continue", notify: Notify | None = None):
         """policy: --on-disk-full's "continue" or "stop" (argparse checked it)."""
         self.policy = policy
-        self.notify = notify or stderr_line
+        self.notify = notify or warning_line
         self.error: str | None = None  # "cannot write PATH: REASON", once a write failed
         self._lock = threading.Lock()
 

@@ -16,7 +16,7 @@ from agent_runtime import signals
 from agent_runtime.control.action_grammar import check_expressible
 from agent_runtime.errors import UserError, first_line
 from agent_runtime.model.model_loader import model_path
-from agent_runtime.notices import stderr_line
+from agent_runtime.notices import stderr_line, warning_line
 from agent_runtime.policies.baseline_policies import make_policy, run_baseline_episode
 from agent_runtime.policies.sequential_agent import run_sequential_episode
 from agent_runtime.recording.episode_recorder import EpisodeRecording, RecordedEnv, episode_manifest
@@ -56,7 +56,7 @@ def play_episodes(args, config, player, env, record_root: Path | None, guard,
             except EngineDied as e:
                 lost += 1
                 where = getattr(e, "recording_dir", None)
-                stderr_line(f"agent-runtime episode: error: episode {index}: {e}"
+                warning_line(f"agent-runtime episode: error: episode {index}: {e}"
                             + (f"; its recording is closed as incomplete: {where}" if where else ""))
                 if args.on_engine_death == "exit":
                     return lost
@@ -109,7 +109,7 @@ def play_episode(player, env, seed: int, index: int, record_root: Path | None, g
             if recording is not None:
                 recording.close(end_reason, detail)
                 if end_reason in signals.REASONS.values():
-                    stderr_line(f"recording (incomplete, {end_reason}): {recording.dir}")
+                    warning_line(f"recording (incomplete, {end_reason}): {recording.dir}")
     result["episode"] = index
     if recording is not None:
         result["recording"] = str(recording.dir)
@@ -153,7 +153,7 @@ class ModelPlayer:
             model_path(spec)  # a path or a cached Hugging Face id, before the model loads: one line if neither
         self.args, self.config, self.spec = args, config, spec
         self.runtime = Runtime.open(config, model=spec, env=env, threads=args.threads, seed=MODEL_SEED,
-                                    adapter=args.adapter)
+                                    adapter=args.adapter, device=args.device)
         self.loaded = self.runtime.loaded
         self.fixed = fixed_cost(args)
         # the bounds the multi-stream agent plays under (max_action_age_ms auto resolved once, announced)

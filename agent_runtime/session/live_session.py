@@ -17,7 +17,7 @@ from agent_runtime.session.clocks import MS_PER_TIC, WallClock
 from agent_runtime.session.events import BusRelay, EventBus
 from agent_runtime.session.generation import SessionGeneration
 from agent_runtime.engine.multistream_agent import MultiStreamAgent
-from agent_runtime.notices import OncePerKind, stderr_line
+from agent_runtime.notices import OncePerKind, stderr_line, warning_line
 from agent_runtime.session.session_loop import SessionLoop
 from agent_runtime.engine.streams.text_in import MAX_PENDING_TYPED_LINES, MAX_USER_TEXT_CHARS
 from agent_runtime.session.sync_world import EnvWorld, TimedFrame
@@ -76,7 +76,7 @@ class TypedCommands:
         self._lock = threading.Lock()
         self.stream = stream or sys.stdin
         self.cut = self.dropped = 0
-        self._notice = OncePerKind(notify or stderr_line)
+        self._notice = OncePerKind(notify or warning_line)
         threading.Thread(target=self._read, daemon=True, name="typed-commands").start()
 
     def _read(self) -> None:
@@ -129,7 +129,7 @@ class PrintedCommentary:
 
 def run_live(env: DoomEnv, runtime, *, seconds: float | None = None, voice=None, typed: TypedCommands | None = None,
              generation: SessionGeneration | None = None, bus: EventBus | None = None, progress=None,
-             record_path=None, recordings=None, notify=stderr_line, print_commentary=stderr_line) -> dict:
+             record_path=None, recordings=None, notify=warning_line, print_commentary=stderr_line) -> dict:
     """record_path: the first episode's .lmp. recordings (a LiveRecordings) instead records every episode of a
     timed session in its own directory: its bus and .lmp path replace bus and record_path. notify(line): where
     the agent's once-a-session lines about cut or dropped user text go; print_commentary(line): where remarks go

@@ -5,7 +5,6 @@ What stays loaded across episodes lives here; each episode gets its own world, a
 
 from __future__ import annotations
 
-import sys
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 
@@ -16,6 +15,7 @@ from agent_runtime.model.adapters import view_mismatch
 from agent_runtime.config import RunConfig
 from agent_runtime.engine.kv_block_store import KVBlockStore
 from agent_runtime.model.model_loader import LoadedModel, load_for_cpu
+from agent_runtime.notices import stderr_line, warning_line
 from agent_runtime.engine.model_runner import ModelRunner
 from agent_runtime.session.time_bounds import AUTO, TimeBounds, decision_step_cost_ms
 
@@ -45,7 +45,7 @@ class Runtime(AbstractContextManager):  # `with Runtime.open(...) as runtime:` c
                 step_ms = decision_step_cost_ms(self.runner, len(self.grammar.words), fixed_cost)
             self._bounds[key] = TimeBounds.from_budgets(self.config.budgets, step_ms)
             if announce and step_ms is not None and fixed_cost is None:
-                print(self._bounds[key].describe(), file=sys.stderr, flush=True)
+                stderr_line(self._bounds[key].describe())
         return self._bounds[key]
 
     @classmethod
@@ -72,7 +72,7 @@ class Runtime(AbstractContextManager):  # `with Runtime.open(...) as runtime:` c
         runtime.env = owned
         mismatch = view_mismatch(loaded.adapter, config.engine)
         if warn and mismatch:
-            print(mismatch, file=sys.stderr, flush=True)
+            warning_line(mismatch)
         return runtime
 
     @classmethod

@@ -3,9 +3,10 @@ each decision into a data set (`agent-runtime collect`)."""
 
 from __future__ import annotations
 
+import json
 import time
 
-from agent_runtime.config import load_config
+from agent_runtime.config import from_args
 from agent_runtime.session.episodes import fixed_cost
 from agent_runtime.session.events import EventBus
 from agent_runtime.session.llm_episode import run_llm_episode
@@ -16,9 +17,9 @@ from agent_runtime.training.expert_labeler import ExpertLabeler
 def open_runtime(args, threads: int | None, *, announce: bool = True):
     """The runtime collect plays on and the data set's manifest for it: here, or on a Ray worker (`threads`: the
     CPUs Ray reserved for it)."""
-    config = load_config(args.config, scenario=args.scenario, seed=args.seed)
+    config = from_args(args)
     runtime = Runtime.open(config, model=args.model, threads=threads, adapter=args.adapter, env_seed=args.seed,
-                           announce=announce)
+                           announce=announce, device=args.device)
     loaded = runtime.loaded
     return runtime, {
         "scenario": args.scenario, "buttons": list(runtime.env.buttons), "model_id": loaded.model_id,
@@ -56,6 +57,8 @@ def episode_line(summary: dict) -> str:
             f"kills, {summary['tics']} tics")
 
 
-def print_totals(out, episodes: list[dict]) -> None:
-    """The closing line, here and on Ray: what the data set holds now, resumed episodes included."""
-    print(f"{out}: {len(episodes)} episode(s), {sum(e['decisions'] for e in episodes)} decisions", flush=True)
+def print_totals(out, episodes: list[dict], as_json: bool = False) -> None:
+    """The closing line (or JSON object), here and on Ray: what the data set holds now, resumed episodes included."""
+    totals = {"out": str(out), "episodes": len(episodes), "decisions": sum(e["decisions"] for e in episodes)}
+    print(json.dumps(totals) if as_json else f"{out}: {totals['episodes']} episode(s), {totals['decisions']} decisions",
+          flush=True)

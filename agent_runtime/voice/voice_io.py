@@ -19,7 +19,7 @@ import numpy as np
 
 from agent_runtime.session.events import EventBus, Kind
 from agent_runtime.session.generation import SessionGeneration
-from agent_runtime.notices import Notify, OncePerKind, stderr_line
+from agent_runtime.notices import Notify, OncePerKind, warning_line
 from agent_runtime.voice.audio_io import BLOCK_FRAMES as MIC_BLOCK
 from agent_runtime.voice.audio_io import SAMPLE_RATE as MIC_RATE
 from agent_runtime.voice.audio_io import AudioCallback, open_stream, refresh_devices
@@ -63,7 +63,7 @@ class VoiceIO:
         device; one silent for stall_s counts as failed and is reopened every retry_s; notify: the one-line messages."""
         self.session = session
         self.attach(bus, recording)
-        self.notify = notify or stderr_line
+        self.notify = notify or warning_line
         self._notice = OncePerKind(self.notify)
         self._utterance_first_partial: set[int] = set()
         self._playing = False
