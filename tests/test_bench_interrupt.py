@@ -6,11 +6,10 @@ Timing is asserted only generously (the machine is shared): silence within 2 spe
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 from agent_runtime.benchmarks.interrupt_bench import run_interrupt_bench
+from tests.cli_runner import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 KEYS = ("interrupt_to_silence_ms_p50", "interrupt_to_silence_ms_p95", "interrupt_to_silence_ms_max",
@@ -32,8 +31,7 @@ def test_barge_ins_in_real_time_go_silent_within_two_blocks():
 
 def test_cli_prints_the_json_keys_and_writes_the_file(tmp_path):
     out = tmp_path / "bench"
-    proc = subprocess.run([sys.executable, "-m", "agent_runtime.cli", "bench", "interrupt", "--barge-ins", "2",
-                           "--json", "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    proc = run_cli("bench", "interrupt", "--barge-ins", "2", "--json", "--out", str(out), cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     assert "machine:" in proc.stderr and "none (audio only)" in proc.stderr
     result = json.loads(proc.stdout)
@@ -44,6 +42,5 @@ def test_cli_prints_the_json_keys_and_writes_the_file(tmp_path):
 
 
 def test_cli_rejects_zero_barge_ins(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "agent_runtime.cli", "bench", "interrupt", "--barge-ins", "0",
-                           "--out", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    proc = run_cli("bench", "interrupt", "--barge-ins", "0", "--out", str(tmp_path), cwd=ROOT)
     assert proc.returncode == 2 and "--barge-ins must be at least 1" in proc.stderr

@@ -3,11 +3,11 @@ progress lines report them; the figures obey what batching and views must do; bl
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.cli_runner import run_cli
 
 REPO = Path(__file__).resolve().parent.parent
 TIMING = re.compile(r"(\d+\.\d+) ms \[(\d+\.\d+)\.\.(\d+\.\d+)\]")  # Timing.ms(): median [min..max]
@@ -78,9 +78,7 @@ def _check_physics(result: dict) -> None:
 
 
 def test_bench_kv_ratios_agree_with_their_timings_and_the_pool_is_left_empty(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "agent_runtime.cli", "bench", "kv", "--model", "tiny:llama",
-                           "--repeats", "3", "--json", "--out", str(tmp_path)], cwd=REPO, capture_output=True, text=True,
-                          timeout=300)
+    proc = run_cli("bench", "kv", "--model", "tiny:llama", "--repeats", "3", "--json", "--out", str(tmp_path), cwd=REPO)
     assert proc.returncode == 0, proc.stderr
     assert _after_first_start(proc.stderr).startswith("machine: ")
     result = json.loads(proc.stdout)
@@ -94,8 +92,7 @@ def test_bench_kv_ratios_agree_with_their_timings_and_the_pool_is_left_empty(tmp
 def test_bench_kv_rejects_a_missing_gpu_and_bad_repeats():
     for args, message in ((["--repeats", "1"], "--repeats must be at least 3"),
                           (["--device", "cuda"], "no CUDA device")):
-        proc = subprocess.run([sys.executable, "-m", "agent_runtime.cli", "bench", "kv", *args],
-                              cwd=REPO, capture_output=True, text=True, timeout=120)
+        proc = run_cli("bench", "kv", *args, cwd=REPO)
         assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr
 
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
+
+from tests.cli_runner import run_cli
 
 REPO = Path(__file__).resolve().parent.parent
 AGENTS = {"llm", "llm_untrained", "sequential", "no_think", "scripted", "expert", "random"}
@@ -18,9 +18,8 @@ def _after_first_start(stderr: str) -> str:
     return "".join(line for line in stderr.splitlines(keepends=True) if not line.startswith("converting the embedded model"))
 
 
-def _bench(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "agent_runtime.cli", "bench", "play", *args], cwd=REPO,
-                          capture_output=True, text=True, timeout=timeout, env={**os.environ, "PYTHONPATH": str(REPO)})
+def _bench(*args: str) -> subprocess.CompletedProcess:
+    return run_cli("bench", "play", *args, cwd=REPO)
 
 
 def test_bench_play_reports_every_agent_on_the_same_seeds(tmp_path):

@@ -1,16 +1,15 @@
 """`bench reaction` and `bench memory` end to end on a tiny model with the deterministic clock."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
+
+from tests.cli_runner import run_cli
 
 REPO = Path(__file__).resolve().parent.parent
 
 
-def run(*args, timeout=300):
-    return subprocess.run([sys.executable, "-m", "agent_runtime.cli", "bench", *args], cwd=REPO,
-                          capture_output=True, text=True, timeout=timeout)
+def run(*args):
+    return run_cli("bench", *args, cwd=REPO)
 
 
 def test_bench_reaction_measures_three_agents_side_by_side(tmp_path):

@@ -1,9 +1,9 @@
 """`bench voice` end to end on a tiny model: commands are recognized and reach the env."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
+
+from tests.cli_runner import run_cli
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -15,8 +15,7 @@ def _after_first_start(stderr: str) -> str:
 
 
 def test_bench_voice_reports_recognition_and_latency_keys():
-    proc = subprocess.run([sys.executable, "-m", "agent_runtime.cli", "bench", "voice", "--commands", "2",
-                           "--model", "tiny:llama", "--json"], cwd=REPO, capture_output=True, text=True, timeout=180)
+    proc = run_cli("bench", "voice", "--commands", "2", "--model", "tiny:llama", "--json", cwd=REPO)
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
     assert _after_first_start(proc.stderr).startswith("machine: ")
