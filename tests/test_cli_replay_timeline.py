@@ -1,9 +1,8 @@
-"""`agent-runtime timeline` and `agent-runtime replay` end to end in a subprocess."""
+"""`agent-runtime timeline` and `agent-runtime replay` end to end (in this process)."""
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,16 +13,15 @@ import pytest
 from agent_runtime.config import RunConfig
 from agent_runtime.recording.manifest import Manifest
 from agent_runtime.recording.episode_recorder import EpisodeRecording
+from tests.cli_runner import run_cli
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_timeline import synthetic_events  # noqa: E402
 
 
-def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run([sys.executable, "-m", "agent_runtime.cli", *args], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return run_cli(*args, cwd=REPO)
 
 
 @pytest.fixture()

@@ -1,23 +1,22 @@
-"""`agent-runtime transcribe` as a user runs it: a subprocess on WAV files, and clean errors on bad input."""
+"""`agent-runtime transcribe` as a user runs it (in this process) on WAV files, and clean errors on bad input."""
 
 from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from tests.cli_runner import run_cli
 from voice_synth import synthesize, with_silence, write_wav
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def transcribe(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "agent_runtime.cli", "transcribe", *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=60)
+    return run_cli("transcribe", *args, cwd=ROOT)
 
 
 def _phrases(rate: int) -> np.ndarray:

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from agent_runtime.errors import UserError
 from agent_runtime.recording.manifest import Manifest
+from tests.cli_runner import run_cli
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE = REPO / "recordings" / "sample"
@@ -62,8 +61,7 @@ def test_cli_names_the_bad_field_in_one_line_exit_2(tmp_path):
     copy = Path(shutil.copytree(SAMPLE, tmp_path / "bad"))
     data = json.loads((copy / "manifest.json").read_text())
     (copy / "manifest.json").write_text(json.dumps({**data, "seeds": [1, 2]}))
-    proc = subprocess.run([sys.executable, "-m", "agent_runtime.cli", "timeline", str(copy)], cwd=REPO,
-                          capture_output=True, text=True, timeout=120)
+    proc = run_cli("timeline", str(copy), cwd=REPO)
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert "manifest.json" in lines[0] and "'seeds' is invalid" in lines[0]

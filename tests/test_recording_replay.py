@@ -4,11 +4,9 @@ bad inputs give one-line errors (exit 2) from the CLI."""
 from __future__ import annotations
 
 import json
-import os
 import random
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,6 +19,7 @@ from agent_runtime.recording.episode_recorder import EpisodeRecording
 from agent_runtime.recording.recording import Recording, screen_hash
 from agent_runtime.recording.replay_check import check_replay
 from envs.doom_env import DoomEnv
+from tests.cli_runner import run_cli
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -52,10 +51,8 @@ def recorded(tmp_path_factory) -> Path:
     return record_episode(tmp_path_factory.mktemp("rec") / "defend")
 
 
-def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run([sys.executable, "-m", "agent_runtime.cli", *args], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return run_cli(*args, cwd=REPO)
 
 
 def assert_one_line_error(proc: subprocess.CompletedProcess, *needles: str) -> None:
