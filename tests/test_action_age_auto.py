@@ -8,9 +8,6 @@ decision steps, 0 fenced and alive at 2100). The fixed-cost clock stands in for 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,6 +18,7 @@ from agent_runtime.errors import UserError
 from agent_runtime.session.llm_episode import run_llm_episode
 from agent_runtime.session.time_bounds import ACTION_AGE_FLOOR_MS, FRAME_TOKENS, PROMPT_TOKENS, TimeBounds, auto_action_age_ms
 from envs.doom_env import DoomEnv
+from tests.cli_runner import run_cli
 from tests.engine_rig import make_runtime
 
 REPO = Path(__file__).resolve().parent.parent
@@ -80,18 +78,14 @@ def test_on_a_slow_cpu_auto_lets_the_agent_act_where_a_fixed_250_ms_bound_fences
 
 
 def test_a_recording_names_the_bound_it_resolved_to_and_reruns_to_the_same_actions(tmp_path):
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    base = [sys.executable, "-m", "agent_runtime.cli"]
     # the measured clock: auto is resolved from a measurement, which a rerun must not repeat
-    proc = subprocess.run(base + ["episode", "--model", "tiny:llama", "--threads", "1", "--json",
-                                  "--max-tics", "60", "--out", str(tmp_path)],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    proc = run_cli("episode", "--model", "tiny:llama", "--threads", "1", "--json", "--max-tics", "60",
+                   "--out", str(tmp_path), cwd=REPO)
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     manifest = json.loads((Path(result["recording"]) / "manifest.json").read_text())
     assert manifest["config"]["budgets"]["max_action_age_ms"] == result["max_action_age_ms"] >= 250.0
-    rerun = subprocess.run(base + ["replay", result["recording"], "--rerun", "--json"], cwd=REPO, env=env,
-                           capture_output=True, text=True, timeout=300)
+    rerun = run_cli("replay", result["recording"], "--rerun", "--json", cwd=REPO)
     assert rerun.returncode == 0, rerun.stderr
     again = json.loads(rerun.stdout)["rerun"]
     assert again["same_actions"] and again["first_divergence"] is None and again["n_actions"] > 5, again

@@ -17,6 +17,7 @@ from agent_runtime.errors import UserError
 from agent_runtime.model.model_loader import load_tokenizer
 from agent_runtime.engine.prompts import ACTION_PROMPT, FRAME_PREFIX
 from agent_runtime.training.decision_log import DECISIONS, EPISODES, complete_bytes, parse_decisions
+from tests.cli_runner import run_cli
 
 REPO = Path(__file__).resolve().parent.parent
 BUTTONS = {"ATTACK", "TURN_LEFT", "TURN_RIGHT", "NOOP"}
@@ -27,11 +28,9 @@ def read_decisions(directory) -> list[dict]:
     return parse_decisions(complete_bytes(directory))
 
 
-def collect(out: Path, *args: str, timeout: float = 180) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "agent_runtime.cli", "collect", "--model", "tiny:llama", "--fixed-cost", "--threads", "1",
-         "--out", str(out), *args],
-        cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=timeout)
+def collect(out: Path, *args: str) -> subprocess.CompletedProcess:
+    return run_cli("collect", "--model", "tiny:llama", "--fixed-cost", "--threads", "1", "--out", str(out), *args,
+                   cwd=REPO)
 
 
 def test_decisions_hold_the_view_tokens_the_model_choice_and_the_expert_label(tmp_path):
@@ -89,10 +88,8 @@ def test_a_killed_run_resumes_without_losing_or_repeating_episodes(tmp_path):
 
 def test_resuming_with_another_model_is_refused(tmp_path):
     assert collect(tmp_path / "d", "--episodes", "1", "--max-tics", "30").returncode == 0
-    proc = subprocess.run(
-        [sys.executable, "-m", "agent_runtime.cli", "collect", "--model", "tiny:qwen2", "--fixed-cost",
-         "--out", str(tmp_path / "d"), "--episodes", "2", "--max-tics", "30"],
-        cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=120)
+    proc = run_cli("collect", "--model", "tiny:qwen2", "--fixed-cost", "--out", str(tmp_path / "d"), "--episodes", "2",
+                   "--max-tics", "30", cwd=REPO)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "model_id 'tiny:llama', not 'tiny:qwen2'" in proc.stderr
 

@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import statistics
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -31,6 +28,7 @@ from agent_runtime.policies.expert_policy import (
 )
 from envs.doom_env import DoomEnv
 from envs.frame import Frame, ObjectLabel
+from tests.cli_runner import run_cli
 
 TURNERS = ("TURN_LEFT", "TURN_RIGHT", "ATTACK")
 WIDTH = 160
@@ -242,12 +240,8 @@ def test_expert_outlives_scripted_and_random_on_health_gathering():
 
 def test_cli_plays_the_expert_with_lag():
     repo = Path(__file__).resolve().parent.parent
-    proc = subprocess.run(
-        [sys.executable, "-m", "agent_runtime.cli", "episode", "--policy", "expert", "--lag-tics", "4",
-         "--scenario", "defend_the_center", "--max-tics", "300", "--no-record", "--json"],
-        cwd=repo, env={**os.environ, "PYTHONPATH": str(repo)}, capture_output=True, text=True, timeout=120,
-        check=False,
-    )
+    proc = run_cli("episode", "--policy", "expert", "--lag-tics", "4", "--scenario", "defend_the_center",
+                   "--max-tics", "300", "--no-record", "--json", cwd=repo)
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
     assert result["policy"] == "expert" and result["lag_tics"] == 4 and result["kills"] >= 3

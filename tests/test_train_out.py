@@ -5,19 +5,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.cli_runner import run_cli
 
 REPO = Path(__file__).resolve().parent.parent
 
 
 def _cli(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "agent_runtime.cli", *args], cwd=cwd, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=300)
+    return run_cli(*args, cwd=cwd)
 
 
 def _tree_hash(d: Path) -> str:

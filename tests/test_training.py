@@ -4,11 +4,9 @@ learnable labelling, and `agent-runtime train` writes an adapter with its manife
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import random
 import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -23,6 +21,7 @@ from agent_runtime.engine.model_runner import ModelRunner, StreamInput
 from agent_runtime.training.command_scores import Candidates, candidate_scores
 from agent_runtime.training.lora_trainer import Example, TrainSettings, balanced_batches, eval_sample, evaluate, train, with_adapters
 from agent_runtime.engine.view import View
+from tests.cli_runner import run_cli
 
 REPO = Path(__file__).resolve().parent.parent
 # MOVE_LEFT/RIGHT say "step left"/"step right" beside TURN_LEFT/RIGHT: two-token commands with a shared branch
@@ -176,9 +175,8 @@ def test_same_data_and_seed_give_the_same_adapter_and_another_seed_another():
     assert not all(torch.equal(a, b) for a, b in zip(first, other))
 
 
-def _cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "agent_runtime.cli", *args], cwd=REPO, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=timeout)
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return run_cli(*args, cwd=REPO)
 
 
 def test_train_cli_writes_an_adapter_manifest_and_plot_from_collected_data(tmp_path):
@@ -221,12 +219,12 @@ def test_train_cli_writes_an_adapter_manifest_and_plot_from_collected_data(tmp_p
     (("--held-out", "1.5"), "--held-out must be between 0 and 1"),
 ])
 def test_train_bad_input_is_one_line_and_exit_code_2(tmp_path, args, expected):
-    proc = _cli("train", "--data", str(tmp_path), "--out", str(tmp_path / "a"), *args, timeout=120)
+    proc = _cli("train", "--data", str(tmp_path), "--out", str(tmp_path / "a"), *args)
     assert proc.returncode == 2 and expected in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_train_on_a_directory_that_is_no_data_set_is_one_line(tmp_path):
-    proc = _cli("train", "--data", str(tmp_path), "--out", str(tmp_path / "a"), timeout=120)
+    proc = _cli("train", "--data", str(tmp_path), "--out", str(tmp_path / "a"))
     assert proc.returncode == 2 and "not a data set" in proc.stderr and "Traceback" not in proc.stderr
 
 
