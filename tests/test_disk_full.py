@@ -31,6 +31,7 @@ from agent_runtime.recording.wav_writer import WavWriter
 from agent_runtime.recording.write_guard import RecordingStopped, WriteGuard
 from agent_runtime.voice.audio_io import read_wav
 from envs.doom_env import DoomEnv
+from tests.cli_runner import run_cli
 from tests.engine_rig import tiny_loaded
 
 REPO = Path(__file__).resolve().parent.parent
@@ -119,8 +120,7 @@ def test_a_demo_the_engine_cannot_write_whole_is_marked_and_refused_by_replay_no
     assert recording.manifest.extra["complete"] is False and recording.manifest.extra["end_reason"] == "write_failed"
     assert recording.manifest.lmp["complete"] is False and recording.manifest.lmp["problem"].startswith("cut short")
     t0 = time.monotonic()
-    replay = subprocess.run([sys.executable, "-m", "agent_runtime.cli", "replay", str(directory)], cwd=REPO,
-                            capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(REPO)})
+    replay = run_cli("replay", str(directory), cwd=REPO)
     assert replay.returncode == 2 and "Traceback" not in replay.stderr, replay.stderr
     assert "cut short: 300 of" in replay.stderr and "cannot replay a cut demo" in replay.stderr
     assert time.monotonic() - t0 < 30  # refused before the engine starts (a cut demo crashes it, slowly)

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from envs.engine_watchdog import engine_children
+from tests.cli_runner import run_cli
 
 REPO = Path(__file__).resolve().parent.parent
 PLAYING = ".. tic"  # the progress line model policies print while they play
@@ -73,8 +74,7 @@ def test_a_killed_engine_ends_the_run_with_one_line_exit_1_and_an_incomplete_rec
     assert len(errors) == 1 and "ViZDoom engine" in errors[0] and f"pid {engine}" in errors[0], err.read_text()
     (directory,) = _recordings(tmp_path)  # exit: no second episode
     _assert_incomplete(directory, "engine_died")
-    replay = subprocess.run([sys.executable, "-m", "agent_runtime.cli", "replay", str(directory)], cwd=REPO,
-                            capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(REPO)})
+    replay = run_cli("replay", str(directory), cwd=REPO)
     assert replay.returncode in (0, 1, 2) and "Traceback" not in replay.stderr, replay.stderr
 
 

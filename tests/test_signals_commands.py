@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli_runner import run_cli
+
 REPO = Path(__file__).resolve().parent.parent
 EXIT_WITHIN_S = 3.0  # the contract is ~1 s after the current step; slack for a shared 2-core machine
 
@@ -90,8 +92,7 @@ def test_live_stops_on_sigint_with_exit_130_and_an_incomplete_readable_recording
     recording = Recording.open(directory)  # reads back to its last event
     assert len(recording.events) == len(lines) and recording.events[-1].seq == last["seq"]
     assert not recording.warnings
-    replay = subprocess.run([sys.executable, "-m", "agent_runtime.cli", "replay", str(directory), "--json"], cwd=REPO,
-                            capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)})
+    replay = run_cli("replay", str(directory), "--json", cwd=REPO)
     assert replay.returncode == 0, replay.stdout + replay.stderr
     assert json.loads(replay.stdout)["check"]["n_mismatched"] == 0
 
@@ -136,9 +137,8 @@ def test_collect_stops_on_sigint_with_exit_130_and_a_readable_data_set(tmp_path)
 @pytest.fixture(scope="module")
 def tiny_data_set(tmp_path_factory) -> Path:
     data = tmp_path_factory.mktemp("signals") / "data"
-    proc = subprocess.run([sys.executable, "-m", "agent_runtime.cli", "collect", "--model", "tiny:llama", "--fixed-cost",
-                           "--threads", "1", "--episodes", "2", "--max-tics", "60", "--out", str(data)], cwd=REPO,
-                          capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(REPO)})
+    proc = run_cli("collect", "--model", "tiny:llama", "--fixed-cost", "--threads", "1", "--episodes", "2",
+                   "--max-tics", "60", "--out", str(data), cwd=REPO)
     assert proc.returncode == 0, proc.stderr
     return data
 
