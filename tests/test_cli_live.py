@@ -1,18 +1,18 @@
-"""`agent-runtime live` headless: plays in real time and records; no sound device is a clear error."""
+"""`agent-runtime live` headless (in this process): plays in real time and records; no sound device is a clear
+error."""
 
 import json
-import subprocess
 
 import pytest
-import sys
 from pathlib import Path
+
+from tests.cli_runner import run_cli
 
 REPO = Path(__file__).resolve().parent.parent
 
 
-def live(*args, timeout=120):
-    return subprocess.run([sys.executable, "-m", "agent_runtime.cli", "live", "--model", "tiny:llama", "--no-window",
-                           *args], cwd=REPO, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+def live(*args):
+    return run_cli("live", "--model", "tiny:llama", "--no-window", *args, cwd=REPO)
 
 
 def test_live_plays_in_real_time_and_leaves_a_replayable_recording(tmp_path):
@@ -24,8 +24,7 @@ def test_live_plays_in_real_time_and_leaves_a_replayable_recording(tmp_path):
     assert result["recordings"] == [str(recording)] and f"recording: {recording}" in proc.stderr
     manifest = json.loads((recording / "manifest.json").read_text())  # the bound it ran under, not "auto"
     assert isinstance(manifest["config"]["budgets"]["max_action_age_ms"], float)
-    check = subprocess.run([sys.executable, "-m", "agent_runtime.cli", "replay", str(recording), "--json"], cwd=REPO,
-                           capture_output=True, text=True, timeout=120)
+    check = run_cli("replay", str(recording), "--json", cwd=REPO)
     assert check.returncode == 0, check.stderr
     assert json.loads(check.stdout)["check"]["n_mismatched"] == 0
 

@@ -1,33 +1,25 @@
 """Issue #14, point 4: the real `agent-runtime live --voice` whose sound devices vanish mid-session and come back.
 
-The subprocess runs on the device-free backend (DOOM_AGENT_AUDIO, docs/voice.md), told to lose both devices 1.5 s
-into the session's audio and let them be reopened a second later; the microphone hears "turn left" once it is back.
-The run must end normally (exit 0), say each loss and each return in one line, play on while voice is out, record
-the losses, and leave recordings that read back to their last event and replay frame-exact.
+The session runs (in this process) on the device-free backend (DOOM_AGENT_AUDIO, docs/voice.md), told to lose both
+devices 1.5 s into the session's audio and let them be reopened a second later; the microphone hears "turn left" once
+it is back. The run must end normally (exit 0), say each loss and each return in one line, play on while voice is
+out, record the losses, and leave recordings that read back to their last event and replay frame-exact.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from agent_runtime.recording.recording import Recording
+from tests.cli_runner import run_cli
 from tests.voice_synth import synthesize, write_wav
 
 REPO = Path(__file__).resolve().parent.parent
 FAIL_AT_S, BACK_AFTER_S = 1.5, 1.0  # reopened at the guard's first retry, 3 s after the loss
-
-
-def _cli(*args: str, env: dict | None = None, timeout: float = 180) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "agent_runtime.cli", *args], cwd=REPO, capture_output=True,
-                          text=True, timeout=timeout, stdin=subprocess.DEVNULL,
-                          env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})})
 
 
 def _events(directory: Path) -> list:
@@ -36,19 +28,21 @@ def _events(directory: Path) -> list:
     recording = Recording.open(directory)
     assert len(recording.events) == len(lines) and recording.events[-1].seq == json.loads(lines[-1])["seq"]
     assert not recording.warnings, recording.warnings
-    replay = _cli("replay", str(directory), "--json", timeout=120)
+    replay = run_cli("replay", str(directory), "--json", cwd=REPO)
     assert replay.returncode == 0, replay.stdout + replay.stderr
     assert json.loads(replay.stdout)["check"]["n_mismatched"] == 0
     return recording.events
 
 
-@pytest.mark.slow  # an 8 s real-time voice session in a subprocess, then the replay of its recordings: ~30 s
-def test_live_voice_plays_on_when_the_sound_devices_vanish_and_hears_again_when_they_are_back(tmp_path):
+@pytest.mark.slow  # an 8 s real-time voice session, then the replay of its recordings: ~30 s
+def test_live_voice_plays_on_when_the_sound_devices_vanish_and_hears_again_when_they_are_back(tmp_path, monkeypatch):
     mic = tmp_path / "mic.wav"  # the microphone stops while it is gone: "turn left" comes ~0.5 s after it is back
     write_wav(mic, np.concatenate([np.zeros(int(2.0 * 16000), np.float32), synthesize("turn left")]), 16000)
     audio = f"device-free:mic={mic},fail-at={FAIL_AT_S},back-after={BACK_AFTER_S}"
-    proc = _cli("live", "--voice", "--barge-in", "immediate", "--model", "tiny:llama", "--no-window", "--seconds",
-                "8", "--json", "--out", str(tmp_path / "rec"), env={"DOOM_AGENT_AUDIO": audio})
+    with monkeypatch.context() as m:  # read when the session opens its devices
+        m.setenv("DOOM_AGENT_AUDIO", audio)
+        proc = run_cli("live", "--voice", "--barge-in", "immediate", "--model", "tiny:llama", "--no-window",
+                       "--seconds", "8", "--json", "--out", str(tmp_path / "rec"), cwd=REPO)
 
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
     voice_lines = [line for line in proc.stderr.splitlines() if line.startswith("voice: ")]
