@@ -16,7 +16,7 @@ from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
 from agent_runtime.engine.kv_block_store import KVBlockStore
 from agent_runtime.model.model_loader import LoadedModel, check_supported
-from agent_runtime.model.cpu_path import CpuPath, cpu_path
+from agent_runtime.model.cpu_path import CpuPath, cpu_path, torch_threads
 from agent_runtime.model.linear_kernels import adopt_linears, step_kernels
 from agent_runtime.engine.view import View
 from attention_kernels import view_attention
@@ -59,29 +59,16 @@ class StepResult:
 def _view_attention_forward(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
     """transformers attention hook: write new KV into the store, then attend over the views."""
     ctx: StepContext = kwargs["doom_view_step"]
-    layer = module.layer_idx
     # query [1, Hq, T, D], key/value [1, Hkv, T, D] -> [T, H, D]
-    k_new = key[0].transpose(0, 1)
-    v_new = value[0].transpose(0, 1)
-    k_cache, v_cache = ctx.store.k[layer], ctx.store.v[layer]
-    k_cache.index_copy_(0, ctx.write_slots, k_new.to(k_cache.dtype))
-    v_cache.index_copy_(0, ctx.write_slots, v_new.to(v_cache.dtype))
+    k_cache, v_cache = ctx.store.k[module.layer_idx], ctx.store.v[module.layer_idx]
+    k_cache.index_copy_(0, ctx.write_slots, key[0].transpose(0, 1).to(k_cache.dtype))
+    v_cache.index_copy_(0, ctx.write_slots, value[0].transpose(0, 1).to(v_cache.dtype))
     q = query[0].transpose(0, 1).to(ctx.compute_dtype)
-    with _one_thread() if ctx.single_thread else contextlib.nullcontext():
+    with torch_threads(1) if ctx.single_thread else contextlib.nullcontext():
         out = view_attention(q, k_cache, v_cache, ctx.layout, ctx.inv_freq,
                              scaling if scaling is not None else q.shape[-1] ** -0.5, prepared=ctx.prepared,
                              backend=ctx.backend)
     return out.to(query.dtype).unsqueeze(0), None
-
-
-@contextlib.contextmanager
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
 
 
 AttentionInterface.register(ATTENTION_NAME, _view_attention_forward)
@@ -126,12 +113,10 @@ class ModelRunner:
         rows = _BatchRows()
         views_chunks = [self._add_stream(rows, v_index, inp, pending) for v_index, inp in enumerate(inputs)]
         ctx = self._step_context(ViewLayout.build(views_chunks, rows.queries, device=self.device), rows)
-        ids = torch.tensor([rows.token_ids], device=self.device)
-        pos = torch.tensor([rows.positions], device=self.device)
-        keep_t = torch.tensor(rows.keep if rows.keep else [0], device=self.device)
         with step_kernels(self.kernels, len(rows.token_ids)) if self.kernels else contextlib.nullcontext():
-            out = self.model(input_ids=ids, position_ids=pos, use_cache=False, logits_to_keep=keep_t,
-                             doom_view_step=ctx)
+            out = self.model(input_ids=torch.tensor([rows.token_ids], device=self.device),
+                             position_ids=torch.tensor([rows.positions], device=self.device), use_cache=False,
+                             logits_to_keep=torch.tensor(rows.keep or [0], device=self.device), doom_view_step=ctx)
         self.forwards += 1
         for own, inp in zip(owners, inputs):
             own.isolated = not inp.view.blocks and (own.isolated or own.length == 0)  # training masks such blocks

@@ -188,18 +188,14 @@ def measure_linears(features: CpuFeatures, threads: int, *, rounds: int = 3) -> 
             packed = ([torch.ops.mkldnn._reorder_linear_weight(w, DECISION_ROWS) for w in weights]
                       if kernel == "onednn" else [None] * len(weights))
             candidates.append((DTYPE_NAMES[dtype], kernel, dtype, weights, packed, rows))
-    previous = torch.get_num_threads()
-    torch.set_num_threads(threads)
     timings: dict[str, dict[str, dict[int, float]]] = {}
-    try:
+    with torch_threads(threads):
         for round_ in range(rounds + 1):  # round 0 warms up (caches, oneDNN's primitive cache) and is not kept
             for name, kernel, dtype, weights, packed, rows in candidates:
                 for n in rows:
                     ms = _time_linears(dtype, kernel, n, weights, packed)
                     best = timings.setdefault(name, {}).setdefault(kernel, {}) if round_ else {}
                     best[n] = min(ms, best.get(n, ms))
-    finally:
-        torch.set_num_threads(previous)
     return timings
 
 
@@ -319,3 +315,14 @@ def linear_step(native_bf16: bool):
         yield
     finally:
         torch.backends.mkldnn.enabled = enabled
+
+
+@contextlib.contextmanager
+def torch_threads(n: int):
+    """torch runs on `n` threads inside the block, and on as many as before after it."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
