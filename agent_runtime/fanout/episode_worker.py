@@ -7,13 +7,14 @@ engine that died or a stop. max_concurrency=2: stop() must reach a play() in the
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 import socket
 import traceback
 
 from envs.engine_guard import EngineDied
 
-from agent_runtime import signals
+from agent_runtime import notices, signals
 from agent_runtime.errors import UserError, first_line
 from agent_runtime.model.cpu_path import cache_dir, cpu_path
 from agent_runtime.fanout.outcome import ENGINE_DIED, ERROR, INTERRUPTED, OK, RUN_STOPPED, USER_ERROR, Outcome, Task
@@ -25,6 +26,7 @@ class EpisodeWorker:
     def __init__(self, job, threads: int):
         self.job, self.threads = job, threads
         self._stop_signum: int | None = None
+        notices.log.setLevel(getattr(job.args, "log_level", logging.INFO))  # the driver's -q / -v
 
     def ready(self) -> Outcome:
         """Load what every episode needs; the description names the worker in the driver's lines."""
