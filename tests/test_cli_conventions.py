@@ -168,11 +168,16 @@ def _on_a_terminal(*args: str) -> str:
     return err.getvalue()
 
 
-def test_episodes_show_a_bar_with_an_eta_on_a_terminal_and_none_with_quiet():
-    episodes = ("episode", "--policy", "scripted", "--max-tics", "20", "--no-record", "--episodes", "2")
-    shown = _on_a_terminal(*episodes)
-    assert "episodes: 100%" in shown and "2/2 [" in shown and "<" in shown.split("2/2 [")[-1], shown
-    assert "episodes:" not in _on_a_terminal(*episodes, "-q")
+@pytest.mark.parametrize("name, words", [
+    ("episodes", ["episode", "--policy", "scripted", "--no-record", "--episodes", "2"]),
+    ("collect", ["collect", "--model", "tiny:llama", "--fixed-cost", "--threads", "1", "--episodes", "2"]),
+    ("play", ["bench", "play", "--model", "tiny:llama", "--agents", "scripted", "--episodes", "2", "--threads", "1"]),
+], ids=lambda x: x if isinstance(x, str) else "")
+def test_a_bar_with_an_eta_on_a_terminal_and_none_with_quiet(tmp_path, name, words):
+    args = [*words, "--max-tics", "20"] + (["--out", str(tmp_path / "out")] if words[0] != "episode" else [])
+    shown = _on_a_terminal(*args)
+    assert f"{name}: 100%" in shown and "2/2 [" in shown and "<" in shown.split("2/2 [")[-1], shown
+    assert f"{name}:" not in _on_a_terminal(*args, "-q")
 
 
 # 7. a bad output location: one line, exit 2, before the work -------------------------------------------------------

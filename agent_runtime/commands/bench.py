@@ -34,7 +34,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                                      "multi_stream, multi_stream_untrained: old names of llm, llm_untrained)")
     mem = _bench(sub, "memory", _run_memory, "long headless run: KV pool and process memory must stay flat",
                  "memory.json and memory.png", "--scenario", "--config", "--fixed-cost", "--model", "--dtype",
-                 "--device")
+                 "--threads", "--device")
     mem.add_argument("--frames", type=int, default=10000, help="frames to prefill in all (default 10000)")
     it = _bench(sub, "interrupt", _run_interrupt, "barge-in in real time on the device-free audio backend: "
                 "interruption -> silence", "interrupt.json", "--config")
