@@ -133,7 +133,8 @@ def test_dev_is_every_extra_and_the_test_tools_without_repeats():
     repeated = {r.name for r in dev if norm(r.name) != SELF and norm(r.name) in core() | set(by_extra())}
     assert not repeated, f"[dev] repeats what the package or its extras declare: {sorted(repeated)}"
     helpers = (p.stem for p in (ROOT / "tests").glob("*.py"))
-    tests_use = third_party(imports(["tests"]), (*PACKAGES, "tests", "docs", "tomli", *helpers))  # docs: its generator scripts; tomli: 3.10
+    local = (*PACKAGES, "tests", "docs", "tomli", *helpers)  # docs: the generator scripts; tomli: 3.10's tomllib
+    tests_use = third_party(imports(["tests"]), local)
     installed = core() | set(by_extra()) | {norm(r.name) for r in dev} | {"packaging"}  # packaging: pytest's own
     assert set(tests_use) <= installed, f"tests import what `make` does not install: {set(tests_use) - installed}"
 
