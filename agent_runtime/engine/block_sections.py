@@ -76,5 +76,4 @@ class BlockSections:
         """Every section's blocks are released, in section order (the views stopped following first)."""
         self.stop_following()
         for name in SECTION_NAMES:
-            while self._blocks[name]:
-                self.store.release(self._blocks[name].pop(0))
+            self.clear(name)  # no view follows any more: only the release

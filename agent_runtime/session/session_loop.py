@@ -108,8 +108,7 @@ class SessionLoop:
 
     def result(self) -> dict:
         """One result schema for every session, headless or live, whoever plays (the keys every command prints): the
-        (last) episode's reward, kills and tics, the executor's actions and reaction times, the agent's counts (0
-        where an agent has no such stream), session time and the KV pool's peak use."""
+        last episode's reward, kills and tics; 0 for the counts of a stream the agent does not have."""
         stats, t, world, session_ms = self.agent.stats, self.totals, self.world, self.world.clock.now_ms
         return {
             "reward": round(world.reward, 4),
@@ -143,4 +142,3 @@ def play_headless(env, clock, bounds, make_agent, *, inputs=None, bus=None, prog
     finally:
         agent.close()
     return loop.result(), agent
-

@@ -93,7 +93,6 @@ class TimeBounds:
 
     def describe(self) -> str:
         """One line for the loading output: the action bound and, for auto, what it came from."""
-        if self.decision_step_ms is None:
-            return f"action age bound {self.max_action_age_ms:g} ms"
-        return (f"action age bound {self.max_action_age_ms:g} ms (auto: a decision step here takes "
-                f"{self.decision_step_ms:.0f} ms)")
+        step = self.decision_step_ms
+        auto = "" if step is None else f" (auto: a decision step here takes {step:.0f} ms)"
+        return f"action age bound {self.max_action_age_ms:g} ms{auto}"
