@@ -1,8 +1,5 @@
 """One recording directory per episode: its manifest, its event bus (the sink: events.jsonl), its .lmp and WAVs;
-RecordedEnv records a player that takes no bus or .lmp path.
-
-The manifest holds everything `replay --rerun` needs. Close order: the DoomEnv first (ViZDoom finishes the .lmp
-only then), then the recording, which stores the finished .lmp's hash.
+RecordedEnv records a player that takes no bus or .lmp path. The manifest holds everything `replay --rerun` needs.
 """
 
 from __future__ import annotations
@@ -51,9 +48,8 @@ def episode_manifest(config: RunConfig, *, policy: str, env_seed: int, agent_see
         **({"cpu_path": cpu.summary()} if cpu is not None else {}),
         **({"adapter": asdict(adapter)} if adapter is not None else {}),
     )
-    # the clock that moved the world: compute time, a fixed cost per token, or the baselines' own tics
-    model_clock = "fixed_cost" if fixed_cost is not None else "compute"
-    manifest.clock = clock or (model_clock if loaded is not None else "policy_tics")
+    # the clock that moved the world: the baselines' own tics, a fixed cost per token, or compute time
+    manifest.clock = clock or ("policy_tics" if loaded is None else "fixed_cost" if fixed_cost else "compute")
     return manifest
 
 
@@ -128,8 +124,7 @@ class EpisodeRecording:
         return self._wavs[name]
 
     def close(self, end_reason: str | None = None, detail: str | None = None) -> None:
-        """Only after the env that recorded the .lmp is closed. end_reason (the episode did not run to its end): a
-        session_end event says why and the manifest says complete: false."""
+        """end_reason (the episode was cut short): a session_end event says why, and the manifest complete: false."""
         if self.closed:
             return
         if end_reason is not None:

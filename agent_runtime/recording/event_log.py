@@ -107,4 +107,3 @@ def read_event_log(path: str | Path) -> tuple[list[Event], list[str]]:
     except OSError as e:
         raise UserError(f"{path}: cannot read event log: {e.strerror or e}") from None
     return parse_event_log(data, str(path))
-
