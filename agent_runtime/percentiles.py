@@ -13,4 +13,3 @@ def percentile(values: Sequence[float], q: float) -> float | None:
     if len(values) == 0:
         return None
     return float(np.percentile(np.asarray(values, float), q))
-

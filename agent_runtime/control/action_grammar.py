@@ -183,8 +183,7 @@ class CommandScorer:
     def best(self, prompt_logits, branch_logits: list) -> tuple[Command, list[int]]:
         """The most likely command given the prompt's last logits and each branch's rows."""
         scores = self.scores(prompt_logits, branch_logits)
-        best = max(range(len(scores)), key=scores.__getitem__)
-        command, tokens = self.candidates[best]
+        command, tokens = self.candidates[max(range(len(scores)), key=scores.__getitem__)]
         return command, list(tokens)
 
 

@@ -65,4 +65,3 @@ class LiveInputs:
     def take_heard(self) -> list[str]:
         heard = self.voice.take_heard() if self.voice is not None else []
         return heard + (self.printed.take_heard() if self.printed is not None else [])
-

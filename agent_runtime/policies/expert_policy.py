@@ -475,4 +475,3 @@ class LagAwareExpertPolicy:
             return "MOVE_FORWARD", MAX_HOLD_TICS
         self._scanned_deg += self.history.turn.degrees(SCAN_HOLD_TICS, self.history.turn_held)
         return self._scan()
-

@@ -113,8 +113,7 @@ def run_sequential_episode(env: DoomEnv, runtime, *, think_tokens: int, seed: in
                            max_tics: int | None = None, fixed_cost: FixedCost | None = None,
                            bus: EventBus | None = None, agent_seed: int = 0, progress=None) -> dict:
     """Read the newest frame, think, act; repeat. No action is fenced for age: an ordinary loop acts late."""
-    bounds = TimeBounds(max_frame_age_ms=2 * MS_PER_TIC)
-    return play_headless(env, SessionClock(fixed_cost), bounds,
+    return play_headless(env, SessionClock(fixed_cost), TimeBounds(max_frame_age_ms=2 * MS_PER_TIC),
                          lambda generation: SequentialAgent(runtime, generation, scenario=env.scenario,
                                                             think_tokens=think_tokens, seed=agent_seed),
                          bus=bus, progress=progress, seed=seed, max_tics=max_tics)[0]

@@ -48,8 +48,7 @@ def resample(x: np.ndarray, src_rate: int, dst_rate: int) -> np.ndarray:
 
 def load_audio_16k(path: str | Path) -> np.ndarray:
     """Any common-rate mono/stereo WAV as 16 kHz mono float32: what the listening pipeline wants."""
-    x, rate = read_wav(path)
-    return resample(x, rate, SAMPLE_RATE)
+    return resample(*read_wav(path), SAMPLE_RATE)
 
 
 class _DeviceFreeStream:
