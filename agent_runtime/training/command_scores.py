@@ -16,6 +16,8 @@ import os
 from dataclasses import dataclass
 
 import torch
+from torch.nn.utils.rnn import pad_sequence
+from transformers import DynamicCache
 
 
 @dataclass(frozen=True)
@@ -53,12 +55,9 @@ def shared_prefix_length(sequences: list[list[int]]) -> int:
 
 def _left_padded(sequences: list[list[int]], pad: int, device, *, start: int = 0):
     """ids, attention mask and positions of sequences padded on the left, positions counting from `start`."""
-    width = max(len(s) for s in sequences)
-    ids = torch.full((len(sequences), width), pad, dtype=torch.long)
-    mask = torch.zeros((len(sequences), width), dtype=torch.long)
-    for i, s in enumerate(sequences):
-        ids[i, width - len(s):] = torch.tensor(s)
-        mask[i, width - len(s):] = 1
+    rows = [torch.tensor(s, dtype=torch.long) for s in sequences]
+    ids = pad_sequence(rows, batch_first=True, padding_value=pad, padding_side="left")
+    mask = pad_sequence([torch.ones_like(row) for row in rows], batch_first=True, padding_side="left")
     positions = (start + mask.cumsum(-1) - 1).clamp(min=start)
     return ids.to(device), mask.to(device), positions.to(device)
 
@@ -93,8 +92,6 @@ def _block_mask(key_mask: torch.Tensor, views: list[list[int]], isolated: list, 
 def _views_pass(model, views: list[list[int]], pad_id: int, isolated: list | None = None):
     """Every view once (the tokens all views share run once), left-padded: the last position's logits [B, V], the
     cache over the views, its attention mask and each view's last position."""
-    from transformers import DynamicCache
-
     device = next(model.parameters()).device
     cache = DynamicCache(config=model.config)  # filled in place
     as_cache = {_cache_keyword(model): cache}

@@ -36,8 +36,6 @@ class ViewExpert:
     (engine.action_log_in_view: 1): the tics of that command still to run after the frame are turned away from
     every bearing, and a turn that continues one keeps the engine's fast-turn ramp. Measured with frames 1 and 2 tics
     old on defend_the_center (10 seeds): 20.9 and 17.4 kills a game; without its previous command 13.3 and 8.9.
-
-    command_for(frame) -> (button or NOOP, hold tics); observe_executed() as the executor runs commands.
     """
 
     def __init__(self, buttons, *, aimed: bool = False):

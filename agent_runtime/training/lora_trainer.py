@@ -119,8 +119,7 @@ def train(model, train_set: list[Example], test_set: list[Example], candidates: 
           settings: TrainSettings, *, pad_id: int = 0, progress=None) -> TrainHistory:
     """AdamW on the adapters; `progress(step, loss, accuracy_or_None)` after every step."""
     torch.manual_seed(settings.seed)
-    params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(params, lr=settings.lr)
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=settings.lr)
     history = TrainHistory()
     batches = balanced_batches(train_set, settings.batch, settings.seed, group=lambda e: candidates.names[e.label])
     sample = eval_sample(test_set, settings.eval_examples, settings.seed)
