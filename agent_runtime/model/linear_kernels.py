@@ -33,8 +33,7 @@ def adopt_linears(model: nn.Module, table: KernelTable, features) -> int:
     """Give every CPU linear of `model` the kernels of `table` (idempotent); returns how many use oneDNN.
 
     Nothing is packed where oneDNN cannot run the model's dtype here: those linears stay plain."""
-    dtype = next(model.parameters()).dtype
-    if "onednn" not in table.kernels or not onednn_available(dtype, features):
+    if "onednn" not in table.kernels or not onednn_available(next(model.parameters()).dtype, features):
         return 0
     count = 0
     for module in model.modules():
