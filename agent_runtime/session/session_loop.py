@@ -34,8 +34,7 @@ class SessionTotals:
 class SessionLoop:
     def __init__(self, world, agent, executor, *, inputs=None, bus=None, progress=None, store=None):
         """bus: the one the agent and the executor were built with (its events follow the world's clock);
-        progress(report: dict) every couple of seconds of session time (episode, tic, kills, reward, actions);
-        store: the KV pool whose peak use is reported."""
+        progress(report) every couple of seconds of session time; store: the KV pool whose peak use is reported."""
         self.world, self.agent, self.executor, self.generation = world, agent, executor, executor.generation
         self.inputs, self.progress, self.store, self.bus = inputs, progress, store, bus
         if bus is not None:
