@@ -102,13 +102,7 @@ LAZY_ALLOWED = {
     ("agent_runtime.control.action_grammar", "agent_runtime.engine.model_runner"):
         "the engine's runner imports transformers (seconds) at its top; the grammar is imported where no model runs",
     ("agent_runtime.control.action_grammar", "agent_runtime.engine.view"):
-        "with engine.model_runner, for the grammar's branch views (engine/ is being rewritten, #33)",
-    # not yet moved: these files are outside the change that added this test; nothing here would make a cycle
-    ("agent_runtime.recording.replay_check", "envs.doom_env"): "to move to the top (recording/, another owner)",
-    ("agent_runtime.recording.replay_check", "envs.scenarios"): "to move to the top (recording/, another owner)",
-    **{("agent_runtime.recording.rerun", f"agent_runtime.{m}"): "to move to the top (recording/, another owner)"
-       for m in ("session.clocks", "config", "session.llm_episode", "session.runtime", "model.model_loader",
-                 "recording.user_script")},
+        "with engine.model_runner, for the grammar's branch views",
 }
 
 

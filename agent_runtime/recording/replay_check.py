@@ -11,6 +11,9 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from envs.doom_env import DoomEnv
+from envs.scenarios import ScenarioError
+
 from agent_runtime import signals
 from agent_runtime.errors import UserError, first_line
 from agent_runtime.recording.engine_paths import demo_problem, engine_readable_lmp
@@ -49,9 +52,6 @@ def check_lmp_belongs(recording: Recording) -> None:
 def replayed_frames(recording: Recording) -> Iterator[Iterator]:
     """Frames of the recording's .lmp, replayed in a fresh sync DoomEnv of the manifest's scenario."""
     check_lmp_belongs(recording)
-    from envs.doom_env import DoomEnv  # the engine loads only when a replay is asked for
-    from envs.scenarios import ScenarioError
-
     scenario = recording.manifest.scenario
     resolution = str(recording.manifest.config.get("resolution", "160x120"))
     try:

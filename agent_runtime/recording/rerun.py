@@ -12,10 +12,16 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from agent_runtime.config import RunConfig
 from agent_runtime.errors import UserError, first_line
-from agent_runtime.session.events import Event, EventBus, Kind
+from agent_runtime.model.model_loader import EMBEDDED_MODEL_ID, load_for_cpu
 from agent_runtime.recording.manifest import MANIFEST_FILE
 from agent_runtime.recording.recording import Recording
+from agent_runtime.recording.user_script import user_script_from_events
+from agent_runtime.session.clocks import FixedCost
+from agent_runtime.session.events import Event, EventBus, Kind
+from agent_runtime.session.llm_episode import run_llm_episode
+from agent_runtime.session.runtime import Runtime
 
 
 def _played(events: list[Event]) -> tuple[list[dict], list[tuple]]:
@@ -64,8 +70,6 @@ def rerun_recording(directory: str | Path | Recording) -> dict[str, Any]:
     "first_divergence", ...}."""
     import torch
 
-    from agent_runtime.session.clocks import FixedCost
-    from agent_runtime.config import RunConfig
 
     recording = directory if isinstance(directory, Recording) else Recording.open(directory)
     manifest, source = recording.manifest, str(recording.dir / MANIFEST_FILE)
@@ -108,10 +112,6 @@ def rerun_recording(directory: str | Path | Recording) -> dict[str, Any]:
 def _play_again(recording: Recording, config, costs: list[float], env_seed: int, agent_seed: int, fixed_cost,
                 source: str) -> tuple[EventBus, int, int]:
     """Load the recorded model (same weights, dtype, threads) and play the episode with the recorded inputs."""
-    from agent_runtime.session.llm_episode import run_llm_episode
-    from agent_runtime.session.runtime import Runtime
-    from agent_runtime.model.model_loader import EMBEDDED_MODEL_ID, load_for_cpu
-    from agent_runtime.recording.user_script import user_script_from_events
 
     manifest = recording.manifest
     if manifest.model_id is None:
