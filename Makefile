@@ -18,14 +18,27 @@ DAGGER_ARGS     ?=
 DAGGER_SEED     ?= 1000
 DAGGER_TRAIN_ARGS ?=
 
-.PHONY: demo test test-cpu-paths test-install dagger adapter adapters adapter-basic adapter-health_gathering install system-deps clean
+.PHONY: demo test test-cpu-paths test-parallel test-serial test-install dagger adapter adapters adapter-basic adapter-health_gathering install system-deps clean
 
 demo: install
 	$(VENV)/bin/agent-runtime episode --scenario defend_the_center --episodes 1
 
-# The CPU-sensitive tests run first on the other CPU paths, then the whole suite on this machine's own path.
-test: install test-cpu-paths
-	$(PY) -m pytest $(PYTEST_ARGS)
+# The CPU-sensitive tests run first on the other CPU paths, then the whole suite on this machine's own path: the
+# tests that time real-time play, audio, signals, probes or Ray workers alone (a second test beside them would be the
+# load they measure), every other test file on both cores at once (pytest-xdist, a file a worker).
+SERIAL_TESTS := $(addprefix tests/test_,$(addsuffix .py,action_age_auto bench_interrupt bench_kv \
+  bench_reaction_memory bench_soak bench_voice cli_live cpu_path disk_full engine_watchdog env_doom fanout faults \
+  kernel_bench live_recordings live_voice_and_commentary live_voice_device_lost model_cache realtime_pump \
+  resource_limits session_loop signals_after_finish signals_commands voice_barge_in voice_barge_in_onset \
+  voice_device_faults voice_recognizer voice_tts_playback voice_vad))
+
+test: install test-cpu-paths test-parallel test-serial
+
+test-parallel: install
+	$(PY) -m pytest -n 2 --dist loadfile $(addprefix --ignore=,$(SERIAL_TESTS)) $(PYTEST_ARGS)
+
+test-serial: install
+	$(PY) -m pytest $(SERIAL_TESTS) $(PYTEST_ARGS)
 
 # Probe forced to the AVX2 answer (torch and oneDNN held to AVX2 too), so an AVX-512 machine proves the AVX2
 # path; and forced to AVX-512 where the hardware has it.
