@@ -84,7 +84,7 @@ class FrameStream(Stream):
         plan.budget -= tokens + status_tokens
         self.in_view.append(timed)
         self.sections.add("frames", block)  # past the section's cap the oldest frame leaves it
-        while len(self.in_view) > len(self.sections["frames"]):
+        while len(self.in_view) > self.sections.caps["frames"]:  # in step with the section, without copying it
             self.in_view.popleft()
         self.stats.frames_prefilled += 1
         self.emit(Kind.FRAME_PREFILLED, "frames", tic=timed.frame.tic, sim_ms=plan.now_ms,
