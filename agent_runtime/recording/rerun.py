@@ -70,7 +70,6 @@ def rerun_recording(directory: str | Path | Recording) -> dict[str, Any]:
     "first_divergence", ...}."""
     import torch
 
-
     recording = directory if isinstance(directory, Recording) else Recording.open(directory)
     manifest, source = recording.manifest, str(recording.dir / MANIFEST_FILE)
     policy = manifest.extra.get("policy")
@@ -112,7 +111,6 @@ def rerun_recording(directory: str | Path | Recording) -> dict[str, Any]:
 def _play_again(recording: Recording, config, costs: list[float], env_seed: int, agent_seed: int, fixed_cost,
                 source: str) -> tuple[EventBus, int, int]:
     """Load the recorded model (same weights, dtype, threads) and play the episode with the recorded inputs."""
-
     manifest = recording.manifest
     if manifest.model_id is None:
         raise UserError("the manifest names no model (model_id is null); only model-policy recordings can be re-run")
@@ -123,10 +121,8 @@ def _play_again(recording: Recording, config, costs: list[float], env_seed: int,
                           seed=int(manifest.seeds.get("model", 0)), announce=False, warn=False,
                           adapter=config.model.adapter if manifest.extra.get("adapter") else None)
     if manifest.model_weight_hash is not None and loaded.weight_hash != manifest.model_weight_hash:
-        raise UserError(
-            f"model {manifest.model_id} has weight hash {loaded.weight_hash}, but the recording was made with "
-            f"{manifest.model_weight_hash} ({source}); a rerun needs the very same weights"
-        )
+        raise UserError(f"model {manifest.model_id} has weight hash {loaded.weight_hash}, but the recording was "
+                        f"made with {manifest.model_weight_hash} ({source}); a rerun needs the very same weights")
     bus = EventBus(f"rerun-{recording.dir.name}", keep=True)
     try:
         runtime = Runtime.open(config, loaded=loaded, env_seed=env_seed)
