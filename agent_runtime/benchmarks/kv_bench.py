@@ -253,10 +253,7 @@ def plot_streams(result: dict, path, title: str) -> None:
     if "streams4_bound" in result:
         ax.scatter([4], [rates[0] * result["streams4_bound"]], marker="_", s=400, color="C3",
                    label=f"bound at 4 from the linear layers alone ({result['streams4_bound']:.2f}x)")
-    ax.set_xlabel("decoding streams")
-    ax.set_ylabel("aggregate tokens/s")
-    ax.set_xticks(counts)
-    ax.set_xlim(0.5, counts[-1] + 1)
+    ax.set(xlabel="decoding streams", ylabel="aggregate tokens/s", xticks=counts, xlim=(0.5, counts[-1] + 1))
     ax.set_title(title, fontsize=10)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8, loc="upper left")

@@ -117,7 +117,6 @@ def plot_kills(result: dict, path: Path, title: str) -> None:
     fig, ax = subplots(figsize=(8, 3.6))
     colors = ["tab:blue" if n in MODEL_AGENTS else "tab:gray" for n in names]
     ax.bar(names, means, yerr=stds, capsize=4, color=colors)
-    ax.set_ylabel("kills per episode (mean ± sample std)")
-    ax.set_title(title)
+    ax.set(ylabel="kills per episode (mean ± sample std)", title=title)
     ax.tick_params(axis="x", labelrotation=20)
     save_figure(fig, path, dpi=110)

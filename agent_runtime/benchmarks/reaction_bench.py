@@ -97,9 +97,8 @@ def plot_cdf(result: dict, path: Path, title: str) -> None:
             continue
         ax.step(xs, np.arange(1, len(xs) + 1) / len(xs), where="post",
                 label=f"{name} (p50 {np.percentile(xs, 50):.0f} ms, n={len(xs)})")
-    ax.set_xscale("log")
-    ax.set_xlabel("reaction latency: frame read → action executed (ms, log scale)")
-    ax.set_ylabel("fraction of actions")
+    ax.set(xscale="log", xlabel="reaction latency: frame read → action executed (ms, log scale)",
+           ylabel="fraction of actions")
     ax.axvline(150, color="grey", ls=":", lw=1)
     ax.set_title(title, fontsize=10)
     ax.grid(True, which="both", alpha=0.3)

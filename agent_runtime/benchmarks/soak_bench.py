@@ -310,8 +310,7 @@ def plot_soak(result: dict, path, title: str) -> None:
         bt, bm = zip(*barge)
         ax3.plot(np.asarray(bt) / 60, bm, "o", ms=4, color="tab:orange", label="barge-in onset -> silence")
     ax3.axhline(TARGET_BARGE_IN_P95_MS, color="tab:orange", ls="--", lw=0.8, label="barge-in target p95")
-    ax3.set_ylabel("ms")
-    ax3.set_xlabel("minutes into the session")
+    ax3.set(ylabel="ms", xlabel="minutes into the session")
     ax3.legend(fontsize=7, loc="upper right")
     for ax in (ax1, ax2, ax3):
         for k in range(1, 5):

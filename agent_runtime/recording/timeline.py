@@ -189,8 +189,7 @@ def _finish_axes(ax, lanes, lane_y, shown, lo: float, hi: float, title, used: di
     from matplotlib.lines import Line2D
 
     ax.set_yticks([lane_y[lane] for lane in lanes], [LANE_LABELS.get(lane, lane) for lane in lanes])
-    ax.set_ylim(-0.7, len(lanes) + 0.3)
-    ax.set_xlim(lo - 0.01 * (hi - lo), hi + 0.01 * (hi - lo))
+    ax.set(ylim=(-0.7, len(lanes) + 0.3), xlim=(lo - 0.01 * (hi - lo), hi + 0.01 * (hi - lo)))
     clocks = sorted({te.event.clock for te in shown})
     ax.set_xlabel("session time (s)" + (f", {clocks[0]} clock" if len(clocks) == 1 else ""))
     ax.grid(axis="x", color="0.85", lw=0.5)
