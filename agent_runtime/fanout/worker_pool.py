@@ -10,6 +10,7 @@ import os
 import signal
 import time
 from collections import deque
+from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -245,10 +246,8 @@ class WorkerPool:
             self._kill(worker)
 
     def _kill(self, worker: Worker) -> None:
-        try:
+        with suppress(Exception):  # already gone
             self.cluster.ray.kill(worker.actor)
-        except Exception:  # noqa: BLE001 - already gone
-            pass
 
 
 def run_on_ray(args, job, tasks: list[Task], on_result: Callable[[Task, Outcome, Worker], None], *, command: str,

@@ -7,6 +7,7 @@ Events without a tic (audio) take the tic of the event before them. Encoded in a
 from __future__ import annotations
 
 import textwrap
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -106,10 +107,8 @@ def _open_writer(out: Path, size: tuple[int, int], fps: int, notify: Notify):
     cv2 = require("cv2", "video")
     webm = out.suffix.lower() == ".webm"
     encoder = VP9 if webm else H264
-    try:
+    with suppress(Exception):  # PyAV not installed (the [video] extra), its FFmpeg without the encoder, or not writable
         return _AvWriter(out, encoder, size, fps), encoder[2]
-    except Exception:  # PyAV not installed (the [video] extra), its FFmpeg without the encoder, or not writable
-        pass
     fourcc, codec = ("VP90", "vp9") if webm else ("mp4v", "mpeg4")
     writer = cv2.VideoWriter(str(out), cv2.VideoWriter_fourcc(*fourcc), float(fps), size)
     if not writer.isOpened():
