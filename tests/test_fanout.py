@@ -1,7 +1,7 @@
 """`--workers N` on Ray: the same episodes as a serial run, a killed worker's episode played again, Ctrl-C.
 
-The Ray tests run real `agent-runtime` subprocesses (episode; collect and bench play too) with the tiny random
-model on the fixed-cost clock. They connect (--ray-address) to one local Ray this module starts (2 CPUs, no
+The fanned-out runs are real `agent-runtime` subprocesses (episode; collect and bench play too) with the tiny random
+model on the fixed-cost clock; the serial runs they must equal play in this process (tests/cli_runner.py). They connect (--ray-address) to one local Ray this module starts (2 CPUs, no
 dashboard); the Ctrl-C test lets the command start and stop its own local Ray, as a user's run does.
 """
 
@@ -19,9 +19,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from agent_runtime.fanout.outcome import Task
-from agent_runtime.fanout.worker_pool import TaskQueue
 from envs.engine_watchdog import engine_children
+from tests.cli_runner import run_cli
 
 REPO = Path(__file__).resolve().parent.parent
 TINY = ("--model", "tiny:llama", "--fixed-cost", "--json")
@@ -61,51 +60,6 @@ def _recorded_play(recording: str) -> dict:
     }
 
 
-# --- no Ray needed -------------------------------------------------------------------------------------------
-
-def test_a_retry_goes_first_to_another_worker_and_a_second_failure_loses_the_task():
-    queue = TaskQueue([Task(i, None, f"episode {i}") for i in range(3)])
-    first = queue.next_for(0, others_alive=True)
-    assert first.task.key == 0 and first.number == 1
-    assert queue.failed(first, 0, "worker 0 died")
-    assert queue.next_for(0, others_alive=True).task.key == 1  # worker 0 may not take episode 0 again
-    retry = queue.next_for(1, others_alive=True)
-    assert retry.task.key == 0 and retry.number == 2
-    assert not queue.failed(retry, 1, "worker 1 died")
-    assert [t.key for t, _ in queue.lost] == [0]
-    alone = TaskQueue([Task(5, None, "episode 5")])
-    a = alone.next_for(0, others_alive=False)
-    alone.failed(a, 0, "engine died")
-    assert alone.next_for(0, others_alive=False).task.key == 5  # the only worker left takes its retry
-
-
-@pytest.mark.parametrize("argv, expected", [
-    (["episode", "--workers", "0"], "--workers must be at least 1 (got 0)"),
-    (["episode", "--policy", "random", "--workers", "1000"], "need 1000 CPUs"),
-    (["episode", "--policy", "random", "--ray-address", "127.0.0.1:1"], "cannot reach the Ray cluster at 127.0.0.1:1"),
-    (["episode", "--ray-address", "no-port"], "expected host:port"),
-    (["bench", "play", "--workers", "-1"], "--workers must be at least 1"),
-    (["bench", "reaction", "--workers", "0"], "--workers must be at least 1"),
-    (["collect", "--episodes", "1", "--out", "{tmp}/data", "--workers", "0"], "--workers must be at least 1"),
-])
-def test_bad_fanout_input_is_one_line_and_exit_2(tmp_path, argv, expected):
-    proc = _cli(*[a.replace("{tmp}", str(tmp_path)) for a in argv], "--max-tics", "5") if argv[0] != "collect" \
-        else _cli(*[a.replace("{tmp}", str(tmp_path)) for a in argv])
-    assert proc.returncode == 2, (proc.stdout, proc.stderr)
-    assert expected in proc.stderr and "Traceback" not in proc.stderr
-    assert len(proc.stderr.strip().splitlines()) == 1 and proc.stdout == ""
-
-
-def test_a_single_process_run_never_imports_ray(tmp_path):
-    code = ("import sys\nfrom agent_runtime.cli import main\n"
-            "assert main(['episode', '--policy', 'random', '--max-tics', '5', '--no-record']) == 0\n"
-            "print('ray' in sys.modules)")
-    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=_env(), capture_output=True, text=True,
-                          timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip().splitlines()[-1] == "False"
-
-
 # --- on a local Ray ------------------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
@@ -123,32 +77,9 @@ def ray_address():
 def serial_300(tmp_path_factory):
     """Three episodes of 300 tics played in one process on one thread (what a 1-CPU worker runs on)."""
     out = tmp_path_factory.mktemp("serial300")
-    proc = _cli("episode", *TINY, "--episodes", "3", "--max-tics", "300", "--threads", "1", "--out", str(out))
+    proc = run_cli("episode", *TINY, "--episodes", "3", "--max-tics", "300", "--threads", "1", "--out", out, cwd=REPO)
     assert proc.returncode == 0, proc.stderr
     return _results(out)
-
-
-@pytest.mark.slow
-def test_two_workers_play_the_serial_episodes_exactly(tmp_path, ray_address):
-    serial_out, ray_out = tmp_path / "serial", tmp_path / "ray"
-    serial = _cli("episode", *TINY, "--episodes", "3", "--max-tics", "60", "--threads", "1", "--out", str(serial_out))
-    assert serial.returncode == 0, serial.stderr
-    fanned = _cli("episode", *TINY, "--episodes", "3", "--max-tics", "60", "--workers", "2",
-                  "--ray-address", ray_address, "--out", str(ray_out))
-    assert fanned.returncode == 0, fanned.stderr
-    assert len(fanned.stdout.strip().splitlines()) == 3  # one JSON line per episode, as a serial run prints
-    assert {line.split(" (pid")[0] for line in fanned.stderr.splitlines() if " ready on " in line} == \
-        {"worker 0", "worker 1"}
-    expected, got = _results(serial_out), _results(ray_out)
-    assert sorted(got) == [0, 1, 2]
-    for index in range(3):
-        assert set(got[index]) == set(expected[index])  # results.jsonl has the serial shape
-        assert _comparable(got[index]) == _comparable(expected[index])
-        assert Path(got[index]["recording"]).parent == ray_out
-        assert _recorded_play(got[index]["recording"]) == _recorded_play(expected[index]["recording"])
-        assert _recorded_play(got[index]["recording"])["complete"] is True
-    replay = _cli("replay", got[2]["recording"])  # recordings made by a worker replay like any other
-    assert replay.returncode == 0, replay.stdout + replay.stderr
 
 
 def _wait_for(predicate, timeout: float, what: str, proc: subprocess.Popen, err: Path):
@@ -175,7 +106,8 @@ def _worker_pids(err: Path) -> dict[int, int]:
 
 
 @pytest.mark.slow
-def test_a_worker_killed_mid_episode_is_reported_and_its_episode_played_again(tmp_path, ray_address, serial_300):
+def test_two_workers_play_the_serial_episodes_exactly_and_a_killed_workers_episode_is_played_again(
+        tmp_path, ray_address, serial_300):
     out = tmp_path / "out"
     proc, err = _start(tmp_path, "--episodes", "3", "--max-tics", "300", "--workers", "2",
                        "--ray-address", ray_address, "--out", str(out))
@@ -190,15 +122,20 @@ def test_a_worker_killed_mid_episode_is_reported_and_its_episode_played_again(tm
             proc.kill()
     text = err.read_text()
     assert proc.returncode == 0, text
+    assert {0, 1} <= set(_worker_pids(err)), text  # both workers loaded (a third replaced the killed one)
     died = re.search(rf"worker 0 \(pid {victim}\) died during episode (\d+): .*; episode \1 is played again", text)
     assert died, text
     got = _results(out)
     assert sorted(got) == [0, 1, 2]  # the run completed, every episode once
     assert sorted(json.loads(line)["episode"] for line in proc.stdout.read().splitlines()) == [0, 1, 2]
-    retried = int(died.group(1))
-    assert _comparable(got[retried]) == _comparable(serial_300[retried])  # the retry plays the same game
-    for index in range(3):
+    for index in range(3):  # every episode, the retried one too, is the serial game
+        assert set(got[index]) == set(serial_300[index])  # results.jsonl has the serial shape
+        assert _comparable(got[index]) == _comparable(serial_300[index])
+        assert Path(got[index]["recording"]).parent == out
         assert _recorded_play(got[index]["recording"]) == _recorded_play(serial_300[index]["recording"])
+        assert _recorded_play(got[index]["recording"])["complete"] is True
+    replay = run_cli("replay", got[int(died.group(1))]["recording"])  # a worker's recording replays like any other
+    assert replay.returncode == 0, replay.stdout + replay.stderr
 
 
 @pytest.mark.slow
@@ -241,7 +178,7 @@ def test_ctrl_c_stops_every_worker_closes_their_recordings_and_exits_130(tmp_pat
 @pytest.mark.slow
 def test_collect_on_two_workers_writes_the_serial_data_set_byte_for_byte(tmp_path, ray_address):
     common = ("collect", "--model", "tiny:llama", "--fixed-cost", "--episodes", "3", "--max-tics", "60")
-    serial = _cli(*common, "--threads", "1", "--out", str(tmp_path / "serial"))
+    serial = run_cli(*common, "--threads", "1", "--out", tmp_path / "serial", cwd=REPO)
     assert serial.returncode == 0, serial.stderr
     fanned = _cli(*common, "--workers", "2", "--ray-address", ray_address, "--out", str(tmp_path / "ray"))
     assert fanned.returncode == 0, fanned.stderr
@@ -254,7 +191,7 @@ def test_collect_on_two_workers_writes_the_serial_data_set_byte_for_byte(tmp_pat
 def test_bench_play_on_two_workers_reports_the_serial_summary(tmp_path, ray_address):
     common = ("bench", "play", "--model", "tiny:llama", "--fixed-cost", "--episodes", "2", "--max-tics", "60",
               "--agents", "llm,no_think,scripted", "--json")
-    serial = _cli(*common, "--threads", "1", "--out", str(tmp_path / "serial"))
+    serial = run_cli(*common, "--threads", "1", "--out", tmp_path / "serial", cwd=REPO)
     assert serial.returncode == 0, serial.stderr
     fanned = _cli(*common, "--workers", "2", "--ray-address", ray_address, "--out", str(tmp_path / "ray"))
     assert fanned.returncode == 0, fanned.stderr
@@ -267,7 +204,7 @@ def test_bench_play_on_two_workers_reports_the_serial_summary(tmp_path, ray_addr
 def test_bench_reaction_on_two_workers_reports_the_serial_summary(tmp_path, ray_address):
     common = ("bench", "reaction", "--model", "tiny:llama", "--fixed-cost", "--episodes", "2", "--max-tics", "60",
               "--think-tokens", "4", "--json")  # 4 think tokens: the sequential agent acts within 60 tics too
-    serial = _cli(*common, "--threads", "1", "--out", str(tmp_path / "serial"))
+    serial = run_cli(*common, "--threads", "1", "--out", tmp_path / "serial", cwd=REPO)
     assert serial.returncode == 0, serial.stderr
     fanned = _cli(*common, "--workers", "2", "--ray-address", ray_address, "--out", str(tmp_path / "ray"))
     assert fanned.returncode == 0, fanned.stderr
