@@ -61,13 +61,16 @@ class CommandRecognizer:
         self.in_utterance = False
         self.warmup_left = warmup_utterances
         self._audio: list[bytes] = []
+        self.utterance_samples = 0  # fed since the utterance started: bounded by the pipeline's max_utterance_ms
 
     def start(self) -> None:
         self.decoder.start_utt()
         self.in_utterance = True
         self._audio = []
+        self.utterance_samples = 0
 
     def feed(self, samples: np.ndarray) -> None:
+        self.utterance_samples += len(samples)
         pcm = (np.clip(samples, -1.0, 1.0) * 32767.0).astype("<i2").tobytes()
         if self.warmup_left > 0:
             self._audio.append(pcm)
