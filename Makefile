@@ -53,16 +53,18 @@ test-serial: install
 # path; and forced to AVX-512 where the hardware has it.
 # On an x86 CPU with neither AVX-512 nor hardware bf16 the forced AVX2 answer is its own answer, which the full
 # run proves: the forced pass would repeat it (~4 min on a slow 2-core machine), so it is skipped there.
+# Only the files that have such tests are collected (importing every test module costs ~10 s a pass).
+CPU_SENSITIVE_FILES = $(shell grep -l cpu_sensitive tests/test_*.py)
 test-cpu-paths: install
 	@if ! grep -qw avx2 /proc/cpuinfo 2>/dev/null; then \
 	  echo "skipped: the forced AVX2 pass (this CPU has no AVX2)"; \
 	elif grep -qwE 'avx512f|avx_ne_convert|amx_bf16' /proc/cpuinfo; then \
-	  DOOM_AGENT_CPU=avx2 ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 $(PY) -m pytest -q -m cpu_sensitive $(PYTEST_ARGS); \
+	  DOOM_AGENT_CPU=avx2 ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 $(PY) -m pytest -q -m cpu_sensitive $(CPU_SENSITIVE_FILES) $(PYTEST_ARGS); \
 	else \
 	  echo "skipped: the forced AVX2 pass (this CPU's own path is the AVX2 answer: the full run below proves it)"; \
 	fi
 	@if grep -qw avx512f /proc/cpuinfo 2>/dev/null; then \
-	  DOOM_AGENT_CPU=avx512 ATEN_CPU_CAPABILITY=avx512 $(PY) -m pytest -q -m cpu_sensitive $(PYTEST_ARGS); \
+	  DOOM_AGENT_CPU=avx512 ATEN_CPU_CAPABILITY=avx512 $(PY) -m pytest -q -m cpu_sensitive $(CPU_SENSITIVE_FILES) $(PYTEST_ARGS); \
 	else \
 	  echo "skipped: the forced AVX-512 pass (this CPU has no AVX-512; its own path, AVX2, is the full run)"; \
 	fi

@@ -1,8 +1,6 @@
 """The one way files are replaced in place: written beside the target, fsynced, then renamed onto it, so a crash or a
 full disk leaves the old file or the new one, never half of one (nor a temp file left behind)."""
 
-from __future__ import annotations
-
 import json
 import os
 import shutil

@@ -1,7 +1,5 @@
 """The `agent-runtime` command: one subcommand a module under agent_runtime/commands/."""
 
-from __future__ import annotations
-
 import argparse
 import importlib
 import logging

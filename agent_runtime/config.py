@@ -1,7 +1,5 @@
 """Run configuration: YAML files under configs/, validated so a bad value names its key and the allowed values."""
 
-from __future__ import annotations
-
 import functools
 from pathlib import Path
 from typing import Literal

@@ -4,8 +4,6 @@
 Notices that repeat with their cause are said once a session (OncePerKind); each occurrence stays an event.
 """
 
-from __future__ import annotations
-
 import logging
 import sys
 from typing import Callable

@@ -1,7 +1,5 @@
 """Optional dependencies (pyproject.toml's extras): imported where they are needed, or one line naming the extra."""
 
-from __future__ import annotations
-
 import importlib
 
 from agent_runtime.errors import UserError

@@ -1,8 +1,6 @@
 """The one percentile every latency report uses, so all benchmarks compute "p95" the same way (numpy's linear
 interpolation) and say None, never 0 or NaN, when there was nothing to measure."""
 
-from __future__ import annotations
-
 from collections.abc import Sequence
 
 import numpy as np

@@ -6,8 +6,6 @@ second signal exits at once (events.jsonl is flushed per line). `request_stop(er
 stop; once the work is over (`finished()`) a signal changes nothing.
 """
 
-from __future__ import annotations
-
 import os
 import signal
 import sys

@@ -4,8 +4,6 @@ A user phrase mixed into the device-free microphone at a random moment of the co
 detection and the generation bump to the first silent speaker block. A real device adds its output latency.
 """
 
-from __future__ import annotations
-
 import time
 
 import numpy as np

@@ -7,8 +7,6 @@
 (d) with --device cuda, triton_vs_sdpa: the Triton view-attention kernel / torch SDPA on a contiguous copy.
 """
 
-from __future__ import annotations
-
 import contextlib
 import copy
 import functools

@@ -1,8 +1,6 @@
 """Small helpers shared by the benchmarks: medians with spread, percentile keys, the model and the machine header
 they run on, plots."""
 
-from __future__ import annotations
-
 import contextlib
 import platform
 import statistics

@@ -3,8 +3,6 @@
 Blocks leave the views in whole units and are freed, so used KV pages and RSS must stay flat.
 """
 
-from __future__ import annotations
-
 import gc
 from pathlib import Path
 

@@ -4,8 +4,6 @@ Per agent (model agents with and without the adapter, and the players without a 
 survival tics (mean and standard deviation), reaction p50 for the model agents; a bar chart of kills.
 """
 
-from __future__ import annotations
-
 import statistics
 from pathlib import Path
 

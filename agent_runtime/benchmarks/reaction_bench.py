@@ -4,8 +4,6 @@ Interleaved per episode on the compute clock (the world advances by each forward
 latency = session time from reading a frame to executing the action conditioned on it.
 """
 
-from __future__ import annotations
-
 import statistics
 from pathlib import Path
 

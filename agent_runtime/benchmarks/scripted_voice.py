@@ -5,8 +5,6 @@ real audio period, as a sound card would. Times are "block handed to the device"
 output latency on top.
 """
 
-from __future__ import annotations
-
 import threading
 import time
 from collections import deque

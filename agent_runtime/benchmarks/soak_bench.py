@@ -5,8 +5,6 @@ event sequence gaps.
 Microphone and speaker keep no audio (30 minutes of it would be ~275 MB of RSS growth that is not the runtime's).
 """
 
-from __future__ import annotations
-
 import itertools
 import threading
 import time

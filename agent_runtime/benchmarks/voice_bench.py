@@ -3,8 +3,6 @@
 Measures end of speech -> the commanded action executed in the env, and recognition accuracy.
 """
 
-from __future__ import annotations
-
 import numpy as np
 
 from agent_runtime.benchmarks.measure import bench_bar, progress, stats

@@ -1,7 +1,5 @@
 """Subcommands of `agent-runtime`: each module has add_arguments(parser) and run(args) -> exit code."""
 
-from __future__ import annotations
-
 import argparse
 import logging
 import tempfile

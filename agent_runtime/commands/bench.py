@@ -1,7 +1,5 @@
 """`agent-runtime bench ...`: benchmarks that print ratios measured side by side in one run."""
 
-from __future__ import annotations
-
 import argparse
 import json
 

@@ -3,8 +3,6 @@ lag-aware expert labels each decision, and the view tokens and both commands go 
 again on the same --out to resume: a run killed mid-episode loses only that episode; finished ones are never touched.
 """
 
-from __future__ import annotations
-
 import argparse
 import time
 

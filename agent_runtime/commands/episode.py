@@ -1,8 +1,6 @@
 """`agent-runtime episode`: play headless episodes with a policy (session/episodes.py), here or on Ray workers;
 print each one's reward, kills and tics and append it to results.jsonl."""
 
-from __future__ import annotations
-
 import argparse
 import json
 from contextlib import nullcontext

@@ -1,7 +1,5 @@
 """`agent-runtime live`: real-time play with the multi-stream agent; typed commands, or voice with --voice."""
 
-from __future__ import annotations
-
 import argparse
 import json
 import os

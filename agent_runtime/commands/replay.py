@@ -1,7 +1,5 @@
 """`agent-runtime replay DIR`: check that a recording's .lmp re-renders the frames its events saw; film or re-run it."""
 
-from __future__ import annotations
-
 import argparse
 import json
 

@@ -1,7 +1,5 @@
 """`agent-runtime timeline DIR -o timeline.png`: a swimlane picture of (a stretch of) a recording."""
 
-from __future__ import annotations
-
 import argparse
 import json
 

@@ -6,8 +6,6 @@ manifest.json (data hashes, base weight hash, settings, held-out accuracy, curve
 written to a temporary directory and renamed, so a killed run leaves no half adapter.
 """
 
-from __future__ import annotations
-
 import argparse
 import hashlib
 import json

@@ -3,8 +3,6 @@
 The file is pushed block by block as a microphone would deliver it, so what is printed is what live produces.
 """
 
-from __future__ import annotations
-
 import argparse
 import json
 

@@ -4,8 +4,6 @@ An action whose generation moved on (the user interrupted) or whose frame is old
 fenced (dropped and counted), never executed late: late play is worse than none.
 """
 
-from __future__ import annotations
-
 from dataclasses import dataclass, field
 
 from agent_runtime.control.action_grammar import Command

@@ -6,8 +6,6 @@ so the prompt's last logits score the words and one row per word the hold counts
 token, and a row, of its own). Events, recordings and typed commands keep the button names.
 """
 
-from __future__ import annotations
-
 from dataclasses import dataclass, field
 
 from agent_runtime.errors import UserError

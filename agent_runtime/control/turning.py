@@ -6,8 +6,6 @@ line can give every bearing as it will be once the turn already commanded has ha
 aimed), from the same arithmetic the view expert labels with: what a model reads is what its labeller read.
 """
 
-from __future__ import annotations
-
 from dataclasses import dataclass
 
 MAX_HOLD_TICS = 8  # the grammar's longest hold

@@ -6,8 +6,6 @@ the newest frame: a button name with an optional hold ("TURN_LEFT", "ATTACK 3", 
 (--user-text, replays), typed lines and recognized speech (live).
 """
 
-from __future__ import annotations
-
 from dataclasses import dataclass
 
 from agent_runtime.control.action_grammar import NOOP, ActionGrammar, Command

@@ -6,8 +6,6 @@ oldest block leaves it and is released. Every change re-syncs each following vie
 the sections, so a stream never syncs views itself. A block leaving every view is freed without recompute.
 """
 
-from __future__ import annotations
-
 from agent_runtime.engine.kv_block_store import Block, KVBlockStore
 from agent_runtime.engine.view import View
 

@@ -4,8 +4,6 @@ Keys are stored once at local positions, so any view can read a block at any off
 instead). Blocks are reference counted and freed with their last holder; the pool never grows (CapacityError).
 """
 
-from __future__ import annotations
-
 import itertools
 from collections import deque
 from dataclasses import dataclass, field

@@ -4,8 +4,6 @@ All new tokens become one flat sequence at block-local positions; our registered
 every new KV into the store first, then runs view attention. The transformers model itself is unchanged.
 """
 
-from __future__ import annotations
-
 import contextlib
 from dataclasses import dataclass, field
 

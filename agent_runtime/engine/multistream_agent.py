@@ -4,8 +4,6 @@ A step: expire stale work -> schedule rows -> one batched forward -> postprocess
 leave the views in whole units, so the pool and process memory stay flat however long the episode runs.
 """
 
-from __future__ import annotations
-
 from dataclasses import dataclass
 
 from agent_runtime.control.action_executor import Action

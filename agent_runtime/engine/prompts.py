@@ -1,7 +1,5 @@
 """The texts the streams are primed with. Short: every token is prefill time."""
 
-from __future__ import annotations
-
 
 def encode(tokenizer, text: str) -> list[int]:
     """A text's tokens, without the special tokens a whole sequence gets: every text here is a piece of one."""

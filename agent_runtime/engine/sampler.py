@@ -1,7 +1,5 @@
 """Token sampling, one way for every stream and agent: softmax at a temperature, drawn from a seeded generator."""
 
-from __future__ import annotations
-
 import torch
 
 MIN_TEMPERATURE = 1e-4  # 0 means greedy in spirit; dividing by it must not overflow

@@ -6,8 +6,6 @@ budget, then one row per decoding stream. Sections sync their views as they chan
 see the blocks prefilled in it.
 """
 
-from __future__ import annotations
-
 from agent_runtime.engine.streams.stream import StepPlan, Stream
 
 

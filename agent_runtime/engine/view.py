@@ -4,8 +4,6 @@ Dropping a block releases it; the blocks after it move to a smaller offset with 
 stored at block-local positions and the query is rotated per block.
 """
 
-from __future__ import annotations
-
 from agent_runtime.engine.kv_block_store import Block, KVBlockStore
 
 

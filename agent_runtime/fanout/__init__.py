@@ -3,8 +3,6 @@
 Ray is imported only when a command asks for it (wanted(args)), so single-process start-up does not pay for it.
 """
 
-from __future__ import annotations
-
 import argparse
 
 from agent_runtime.errors import UserError

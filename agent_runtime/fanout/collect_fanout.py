@@ -4,8 +4,6 @@ The driver appends each episode's decisions in episode order (holding one that e
 are in), so the data set is the serial one and resumes the same way.
 """
 
-from __future__ import annotations
-
 import argparse
 from pathlib import Path
 from types import SimpleNamespace

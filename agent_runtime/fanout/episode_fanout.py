@@ -4,8 +4,6 @@ A worker builds the serial run's player and plays with the same function, so epi
 same actions and recording; each result goes to the command's on_result as episodes end.
 """
 
-from __future__ import annotations
-
 import argparse
 import itertools
 from collections.abc import Callable

@@ -4,8 +4,6 @@ Every ending comes back as an Outcome, never an exception, so the driver tells a
 engine that died or a stop. max_concurrency=2: stop() must reach a play() in the middle of an episode.
 """
 
-from __future__ import annotations
-
 import fcntl
 import logging
 import os

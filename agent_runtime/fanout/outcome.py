@@ -1,8 +1,6 @@
 """What travels between the driver and a worker: the options (plain_args), the episode to play (Task) and how it
 ended (Outcome)."""
 
-from __future__ import annotations
-
 import argparse
 from dataclasses import dataclass
 from typing import Any

@@ -4,8 +4,6 @@ Ray is imported here and only here. Each worker's CPUs are decided up front so w
 that cannot get them is one clear error, not a hang.
 """
 
-from __future__ import annotations
-
 import os
 import signal
 import socket

@@ -4,8 +4,6 @@ An episode whose worker or engine died is named on stderr and played again once 
 worker is replaced. SIGINT/SIGTERM asks every worker to stop and close its recording, then ends the actors.
 """
 
-from __future__ import annotations
-
 import os
 import signal
 import time

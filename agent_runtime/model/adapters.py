@@ -5,8 +5,6 @@ one clear error. "default" is the adapter shipped for the embedded model and the
 `make adapters`; see SHIPPED_BY_SCENARIO).
 """
 
-from __future__ import annotations
-
 import contextlib
 import json
 import warnings

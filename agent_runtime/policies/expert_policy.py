@@ -11,8 +11,6 @@ and refire cycle (the constants below). Delta buttons are never used: the action
 every bundled scenario that has one also has TURN_LEFT/TURN_RIGHT.
 """
 
-from __future__ import annotations
-
 import math
 from collections import deque
 from collections.abc import Sequence

@@ -6,8 +6,6 @@ system prompt, a status block and a frame line each prefilled on a view of itsel
 adapter plays them as it learned to: only the schedule differs.
 """
 
-from __future__ import annotations
-
 from envs.doom_env import DoomEnv
 
 from agent_runtime.control.action_executor import Action

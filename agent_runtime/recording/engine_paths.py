@@ -7,8 +7,6 @@ A full disk: the engine writes the .lmp out of the WriteGuard's reach and leaves
 replaying a cut one crashes the engine. The demo's own header (an IFF FORM giving its length) tells it apart.
 """
 
-from __future__ import annotations
-
 import shutil
 import struct
 import tempfile

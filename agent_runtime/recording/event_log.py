@@ -4,8 +4,6 @@ A killed process leaves at most its last line cut short: the reader accepts that
 anywhere else is corruption (a UserError naming the file and the line).
 """
 
-from __future__ import annotations
-
 import json
 import math
 from pathlib import Path

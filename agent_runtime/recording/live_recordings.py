@@ -4,8 +4,6 @@ The engine finishes an episode's .lmp when the next one starts, so the next reco
 previous one closes (with its .lmp's hash) after new_episode. After a failed write, episodes play unrecorded.
 """
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Callable
 

@@ -4,8 +4,6 @@ ViZDoom replays a .lmp frame-exact, so a screen hash that differs from its frame
 (or the engine's frame path) is not what it claims to be.
 """
 
-from __future__ import annotations
-
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field

@@ -4,8 +4,6 @@ With the model (checked by weight hash), config, seeds, threads, the clock's ste
 fixed, the agent must emit the same (command, frame_tic) sequence; the first difference is reported.
 """
 
-from __future__ import annotations
-
 from itertools import zip_longest
 from pathlib import Path
 from typing import Any

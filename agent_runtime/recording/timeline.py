@@ -4,8 +4,6 @@ One lane per actor; generation bumps cut across all lanes, since each fences wha
 flight. x = session seconds: sim_ms where the event has it, else t_mono carried on from the last one that had.
 """
 
-from __future__ import annotations
-
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path

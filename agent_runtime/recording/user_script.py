@@ -5,8 +5,6 @@ A rerun feeds a recording's user_input events at the same engine steps, the reco
 parser (control/user_inputs.py), so a text recorded as words stays words.
 """
 
-from __future__ import annotations
-
 from collections.abc import Iterable
 
 from agent_runtime.control.action_grammar import ActionGrammar, Command

@@ -4,8 +4,6 @@ Events without a tic (audio) take the tic of the event before them. Encoded in a
 .webm: VP9) through PyAV (the [video] extra; FFmpeg in its wheel), else what OpenCV's own FFmpeg has.
 """
 
-from __future__ import annotations
-
 import textwrap
 from contextlib import suppress
 from dataclasses import dataclass, field

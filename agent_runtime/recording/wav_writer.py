@@ -4,8 +4,6 @@ If the process dies the file must still open with all the audio written so far, 
 data sizes after each block (SFC_SET_UPDATE_HEADER_AUTO: the block first, then the header) instead of only on close.
 """
 
-from __future__ import annotations
-
 from contextlib import suppress
 from pathlib import Path
 from types import SimpleNamespace

@@ -5,8 +5,6 @@ one line names the file, then nothing more is written, so what is on disk stays 
 plays on unrecorded; "stop" also stops the run cleanly at its next step (`signals.request_stop`): exit 1.
 """
 
-from __future__ import annotations
-
 import errno
 import os
 import threading

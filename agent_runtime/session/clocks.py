@@ -5,8 +5,6 @@ the same order of events on any machine), a FixedCost (deterministic) or a recor
 world exactly as it moved). Live, WallClock: ViZDoom runs at 35 tics/s by itself. An empty step costs one tic.
 """
 
-from __future__ import annotations
-
 import time
 from dataclasses import dataclass
 

@@ -3,8 +3,6 @@
 Each episode runs in its own DoomEnv, closed before its recording so the .lmp is finished when its hash is taken.
 """
 
-from __future__ import annotations
-
 import time
 from collections.abc import Callable
 from pathlib import Path

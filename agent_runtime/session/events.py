@@ -4,8 +4,6 @@ Sinks (a list for tests and metrics, the recording's JSONL log) receive them in 
 constant of `Kind`, documented there; the bus refuses any other.
 """
 
-from __future__ import annotations
-
 import itertools
 import time
 from dataclasses import asdict, dataclass, field

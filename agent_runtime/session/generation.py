@@ -5,8 +5,6 @@ subscriber in pipeline order (engine, TTS, playback), as Pipecat passes an inter
 consumer also compares stamps where it consumes, so stale work in flight on another thread is dropped too.
 """
 
-from __future__ import annotations
-
 import threading
 import time
 from dataclasses import dataclass, field

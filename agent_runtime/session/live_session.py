@@ -3,8 +3,6 @@
 The session loop (session/session_loop.py) on a RealTimeWorld, the world of live play.
 """
 
-from __future__ import annotations
-
 import sys
 import threading
 from collections import deque

@@ -1,7 +1,5 @@
 """Headless episodes played by the multi-stream agent on a synchronous world moved by compute time."""
 
-from __future__ import annotations
-
 from envs.doom_env import DoomEnv
 
 from agent_runtime.session.clocks import FixedCost, SessionClock

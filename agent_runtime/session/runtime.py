@@ -3,8 +3,6 @@
 What stays loaded across episodes lives here; each episode gets its own world, agent and executor.
 """
 
-from __future__ import annotations
-
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 

@@ -4,8 +4,6 @@ Per step: user input → agent.step → the world passes the step's time → the
 fences stale ones) → the frames read meanwhile go to the agent. It stops between two steps.
 """
 
-from __future__ import annotations
-
 from dataclasses import dataclass
 
 from agent_runtime import signals

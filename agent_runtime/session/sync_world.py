@@ -4,8 +4,6 @@ Passing a step's cost plays the due tics with the held buttons and reads the fra
 stamped with the session time at which it was read.
 """
 
-from __future__ import annotations
-
 from dataclasses import dataclass
 
 from envs.doom_env import DoomEnv

@@ -7,8 +7,6 @@ may have waited out the step under way, so a smaller bound fences actions that w
 make them (on a slow CPU, nearly all of them: the agent would stand still).
 """
 
-from __future__ import annotations
-
 import math
 import statistics
 from dataclasses import dataclass

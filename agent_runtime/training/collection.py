@@ -1,8 +1,6 @@
 """DAgger collection, here or on a Ray worker: the multi-stream agent plays as it is and the lag-aware expert labels
 each decision into a data set (`agent-runtime collect`)."""
 
-from __future__ import annotations
-
 import json
 import time
 

@@ -9,8 +9,6 @@ gradients: the same numbers for about half the compute. The runtime prefills som
 text, system prompt) attending only to themselves; views carry them (View.isolated_spans) and are masked to match.
 """
 
-from __future__ import annotations
-
 import inspect
 import os
 from dataclasses import dataclass

@@ -6,8 +6,6 @@ byte length decisions.jsonl had then. Both are append-only and flushed per line,
 files; a resumed run cuts decisions.jsonl back to the last complete episode and plays that one again.
 """
 
-from __future__ import annotations
-
 import json
 import os
 from dataclasses import dataclass

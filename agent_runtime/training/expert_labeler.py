@@ -9,8 +9,6 @@ round reaches the states of the expert's good play, which an untrained model nev
 seconds; 0.0 lets the model meet its own mistakes). Every decision is labelled.
 """
 
-from __future__ import annotations
-
 import random
 
 from agent_runtime.control.action_grammar import NOOP, Command

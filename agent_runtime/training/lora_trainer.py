@@ -6,8 +6,6 @@ get adapters, so backpropagation stops there; batches weigh every expert command
 a frequent one (turning while nothing is in view) cannot drown the rare ones.
 """
 
-from __future__ import annotations
-
 import random
 from collections import Counter
 from dataclasses import dataclass, field

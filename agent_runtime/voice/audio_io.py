@@ -2,8 +2,6 @@
 WAV file or an array (ArrayMicrophone and RecordingSpeaker run as fast as they are pumped).
 """
 
-from __future__ import annotations
-
 from pathlib import Path
 from types import SimpleNamespace as CallbackTime  # for sounddevice's CData `time` argument (stream seconds)
 from typing import Callable

@@ -5,8 +5,6 @@ reach the microphone, hence the modes: "pause_confirm" pauses on VAD onset and c
 speech; "half_duplex" does not listen while the agent talks; "immediate" interrupts on VAD onset (headphones).
 """
 
-from __future__ import annotations
-
 import time
 from dataclasses import dataclass, field
 from typing import Callable

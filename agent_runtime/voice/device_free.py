@@ -6,8 +6,6 @@ The microphone hears FILE.wav (else silence), the speaker feeds only the recordi
 vanish that long after the first audio block, as a pulled USB headset, and come back back-after seconds later.
 """
 
-from __future__ import annotations
-
 import math
 import os
 import time

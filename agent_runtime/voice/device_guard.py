@@ -3,8 +3,6 @@ and reopens it every `retry_s`. Audio threads only *report* failures: closing a 
 deadlock PortAudio.
 """
 
-from __future__ import annotations
-
 import threading
 import time
 from contextlib import suppress

@@ -4,8 +4,6 @@ TTS outruns playback ~100x: depth is bounded (`push` waits) and so is age (late 
 generation's chunks go at a bump: the next block is silence. Only text whose audio was played counts as heard.
 """
 
-from __future__ import annotations
-
 import threading
 import time
 from collections import deque

@@ -2,8 +2,6 @@
 hypotheses can change; only a `StablePrefix` or a final result is meant to be committed.
 """
 
-from __future__ import annotations
-
 import time
 from collections import deque
 from dataclasses import dataclass, field

@@ -4,8 +4,6 @@ Chunks carry their generation and text span, so playback can drop stale ones and
 libespeak-ng has global state: every `speak` holds a process-wide lock and re-applies its instance's settings.
 """
 
-from __future__ import annotations
-
 import ctypes
 import ctypes.util
 import threading

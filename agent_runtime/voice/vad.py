@@ -5,8 +5,6 @@ It confirms "stop" and "shoot" only ~130-190 ms after their onset, so tentative 
 at threshold, or a fricative-like rise) are reported too, for reversible actions only (a pause).
 """
 
-from __future__ import annotations
-
 from collections import deque
 from dataclasses import dataclass
 from importlib.util import find_spec

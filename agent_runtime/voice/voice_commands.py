@@ -5,8 +5,6 @@ A ~10-phrase closed grammar got 98-100% where free-vocabulary pocketsphinx misse
 returns its nearest phrase: a hypothesis is not a command without the VAD/endpointing context.
 """
 
-from __future__ import annotations
-
 # phrase (lower case, words in the pocketsphinx dictionary) -> command string
 PHRASES: dict[str, str] = {
     "turn left": "TURN_LEFT",

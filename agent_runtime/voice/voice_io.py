@@ -4,8 +4,6 @@ The mic callback only queues blocks; a listener thread runs VAD, recognition and
 silences the next audio block without waiting for the engine. Failed devices are reopened while play goes on.
 """
 
-from __future__ import annotations
-
 import queue
 import threading
 import time

@@ -11,8 +11,6 @@ short by a decision made on a frame that cannot show it yet. Cadence "frame" dec
 decision replacing the hold under way. An interruption (a new generation) decides on the next frame in both.
 """
 
-from __future__ import annotations
-
 from agent_runtime.control.action_executor import Action
 from agent_runtime.control.action_grammar import CommandDecoder
 from agent_runtime.engine.model_runner import StreamInput

@@ -4,8 +4,6 @@ A remark decodes into a scratch block no other view reads: what was not heard is
 older generation never decodes another token. Remarks are rate limited.
 """
 
-from __future__ import annotations
-
 from agent_runtime.engine.model_runner import StreamInput
 from agent_runtime.engine.streams.stream import StepPlan, Stream
 from agent_runtime.engine.view import View

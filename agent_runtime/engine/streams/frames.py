@@ -4,8 +4,6 @@ Only the newest pending frame is worth prefilling; older ones and any past the f
 counted. A frame block attends only to itself; the own status gets a block only when it changed.
 """
 
-from __future__ import annotations
-
 from collections import deque
 
 from envs.observation_text import encode_seen, encode_status

@@ -5,8 +5,6 @@ few items, or a scratch block no other view reads). The agent calls every stream
 once per new generation, then each step expire, schedule, and postprocess for the logits of its rows.
 """
 
-from __future__ import annotations
-
 from dataclasses import dataclass, field
 from typing import Callable
 

@@ -6,8 +6,6 @@ the views' newest 2 user blocks bound user text to 3 blocks of MAX_USER_TOKENS; 
 dropped is an event and, once, a line.
 """
 
-from __future__ import annotations
-
 from collections import deque
 from dataclasses import dataclass
 

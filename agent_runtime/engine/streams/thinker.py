@@ -3,8 +3,6 @@
 Each finished paragraph, sealed, joins the thoughts section every view reads; the newest few stay in view.
 """
 
-from __future__ import annotations
-
 from agent_runtime.engine.model_runner import StreamInput
 from agent_runtime.engine.streams.stream import StepPlan, Stream
 from agent_runtime.engine.view import View
