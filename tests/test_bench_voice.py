@@ -24,3 +24,6 @@ def test_bench_voice_reports_recognition_and_latency_keys():
     assert len(result["samples_ms"]) == result["recognized_correctly"]
     # generous: the endpointer alone waits ~256 ms of silence; a real stall would be seconds
     assert 0 < result["speech_end_to_action_ms_p50"] < 3000
+    # from the phrase's onset: its whole length more (the synthesized commands last ~0.3-0.9 s)
+    assert result["speech_onset_to_action_ms_p50"] - result["speech_end_to_action_ms_p50"] > 150
+    assert result["speech_onset_to_action_ms_max"] >= result["speech_onset_to_action_ms_p50"]
