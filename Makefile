@@ -23,7 +23,7 @@ DAGGER_ARGS     ?=
 DAGGER_SEED     ?= 1000
 DAGGER_TRAIN_ARGS ?=
 
-.PHONY: demo test test-cpu-paths test-parallel test-serial test-install dagger adapter adapters adapter-basic adapter-health_gathering install system-deps clean
+.PHONY: demo test test-cpu-paths test-cpu-avx2 test-cpu-avx512 test-parallel test-serial test-install dagger adapter adapters adapter-basic adapter-health_gathering install system-deps clean
 
 demo: install
 	$(VENV)/bin/agent-runtime episode --scenario defend_the_center --episodes 1
@@ -37,14 +37,14 @@ SERIAL_TESTS := $(addprefix tests/test_,$(addsuffix .py,action_age_auto bench_in
   resource_limits session_loop signals_after_finish signals_commands voice_barge_in voice_barge_in_onset \
   voice_device_faults voice_recognizer voice_tts_playback voice_vad))
 
-# The timed tests (and the forced CPU-path passes, which start first) run at normal priority; beside them the rest runs
-# at idle priority (SCHED_IDLE: it gets only the CPU time they leave, so it is not the load they measure), its output
-# shown when both are done.
+# The timed tests run at normal priority; beside them the rest runs at idle priority (SCHED_IDLE: it gets only the CPU
+# time they leave, so it is not the load they measure): the two forced CPU-path passes and the xdist pass at once, so
+# that some work is always ready for a core the timed tests leave free. Its output is shown when both are done.
 test: install
 	@log=$$(mktemp); idle=$$(command -v chrt >/dev/null && echo "chrt --idle 0"); \
 	echo "the tests that tolerate load run beside these at idle priority; their output follows at the end ($$log)"; \
-	( $$idle $(MAKE) --no-print-directory test-parallel >"$$log" 2>&1 ) & lane=$$!; \
-	serial=0; $(MAKE) --no-print-directory test-cpu-paths test-serial || serial=$$?; \
+	( $$idle $(MAKE) --no-print-directory -j3 -Otarget test-cpu-avx2 test-cpu-avx512 test-parallel >"$$log" 2>&1 ) & lane=$$!; \
+	serial=0; $(MAKE) --no-print-directory test-serial || serial=$$?; \
 	background=0; wait $$lane || background=$$?; cat "$$log"; rm -f "$$log"; \
 	[ $$background = 0 ] || echo "the idle-priority lane failed (exit $$background): see its output above"; \
 	[ $$serial = 0 ] && [ $$background = 0 ]
@@ -61,7 +61,8 @@ test-serial: install
 # run proves: the forced pass would repeat it (~4 min on a slow 2-core machine), so it is skipped there.
 # Only the files that have such tests are collected (importing every test module costs ~10 s a pass).
 CPU_SENSITIVE_FILES = $(shell grep -l cpu_sensitive tests/test_*.py)
-test-cpu-paths: install
+test-cpu-paths: test-cpu-avx2 test-cpu-avx512
+test-cpu-avx2: install
 	@if ! grep -qw avx2 /proc/cpuinfo 2>/dev/null; then \
 	  echo "skipped: the forced AVX2 pass (this CPU has no AVX2)"; \
 	elif grep -qwE 'avx512f|avx_ne_convert|amx_bf16' /proc/cpuinfo; then \
@@ -69,6 +70,7 @@ test-cpu-paths: install
 	else \
 	  echo "skipped: the forced AVX2 pass (this CPU's own path is the AVX2 answer: the full run below proves it)"; \
 	fi
+test-cpu-avx512: install
 	@if grep -qw avx512f /proc/cpuinfo 2>/dev/null; then \
 	  DOOM_AGENT_CPU=avx512 ATEN_CPU_CAPABILITY=avx512 $(PY) -m pytest -q -m cpu_sensitive $(CPU_SENSITIVE_FILES) $(PYTEST_ARGS); \
 	else \
