@@ -1,0 +1,161 @@
+"""From the screen alone, the objects a frame line names: class, bearing and distance band (#36's detector).
+
+Doom's bearing is horizontal, so the network reads the screen in columns: convolutions, then each column pooled
+over its height, then per column which class has an object centred there, where inside the column, and how far
+it is. Two objects centred in one column are one detection, the nearer (the frame line names the nearest first).
+Its targets come from the label buffer every ViZDoom screen comes with (`targets_from_frame`); once trained, play
+needs no labels. Small on purpose (75k parameters, one forward per frame, channels-last: ~1 ms for a 160x120
+screen on 2 cores): every millisecond of it is reaction time.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from envs.frame import Frame
+from envs.observation_text import (AHEAD_DEGREES, bearing_degrees, distance_band, distance_units, short_name,
+                                   visible_objects)
+
+# what the frame line names in ViZDoom's shipped scenarios (its short names, seen in random play on defend_the_center,
+# basic, health_gathering, defend_the_line and deadly_corridor); an object of another class is not detected
+CLASSES = ("marine", "demon", "imp", "cacodemon", "zombieman", "shotgunner", "chaingunner", "lost soul", "medikit",
+           "armor", "stimpack", "shotgun", "fireball", "bullet puff", "blood", "dead cacodemon", "dead zombieman",
+           "dead shotgun guy")
+BANDS = ("near", "mid", "far")
+COLUMNS = 40  # 4 pixels of the runtime's 160-wide screen each: ~2.3 degrees at the centre, refined by an offset
+FIELD_OF_VIEW = 90.0  # ViZDoom's default horizontal field of view, degrees
+SCORE_THRESHOLD = 0.5
+
+
+def bearing_from_screen_x(x: float, width: int, fov: float = FIELD_OF_VIEW) -> float:
+    """Degrees from the view direction to a point at screen column x (pixels from the left edge), positive = left,
+    as observation_text.bearing_degrees measures it from world positions: a perspective projection's inverse."""
+    half = width / 2.0
+    return -math.degrees(math.atan((x - half) / half * math.tan(math.radians(fov / 2.0))))
+
+
+def screen_x_from_bearing(bearing: float, width: int, fov: float = FIELD_OF_VIEW) -> float:
+    """The inverse of bearing_from_screen_x: the screen column at which a bearing appears."""
+    half = width / 2.0
+    return half - half * math.tan(math.radians(bearing)) / math.tan(math.radians(fov / 2.0))
+
+
+@dataclass(frozen=True)
+class Detection:
+    """One object seen on the screen, as the frame line describes it."""
+
+    name: str
+    bearing: float  # degrees, positive = left
+    band: str  # near / mid / far
+    score: float
+
+    def describe(self) -> str:
+        """The frame line's words for it ("imp left 23 mid"), as observation_text.describe_object writes them."""
+        side = "ahead" if abs(self.bearing) < AHEAD_DEGREES else ("left" if self.bearing > 0 else "right")
+        return f"{self.name} {side} {abs(self.bearing):.0f} {self.band}"
+
+
+@dataclass
+class Targets:
+    """What the detector should say about one screen, column by column (K = COLUMNS)."""
+
+    present: np.ndarray  # [classes, K] 1.0 where an object of that class is centred in the column
+    offset: np.ndarray  # [K] where in its column the centre is, 0..1 (meaningful where any class is present)
+    band: np.ndarray  # [K] distance band index, -1 where no object
+
+    @staticmethod
+    def stack(items: list[Targets]) -> dict[str, torch.Tensor]:
+        return {"present": torch.from_numpy(np.stack([t.present for t in items])),
+                "offset": torch.from_numpy(np.stack([t.offset for t in items])),
+                "band": torch.from_numpy(np.stack([t.band for t in items]))}
+
+
+def targets_from_frame(frame: Frame, width: int, classes: tuple[str, ...] = CLASSES,
+                       columns: int = COLUMNS) -> Targets:
+    """The label buffer's objects on screen as column targets: centre column from the object's world bearing (the
+    frame line's own bearing, so a perfect detector reproduces its text), band from its world distance."""
+    present = np.zeros((len(classes), columns), np.float32)
+    offset, band = np.zeros(columns, np.float32), np.full(columns, -1, np.int64)
+    nearest = np.full(columns, np.inf)
+    for obj in visible_objects(frame):  # on screen, not the player's own
+        name = short_name(obj.name)
+        if name not in classes:
+            continue
+        x = screen_x_from_bearing(bearing_degrees(frame, obj), width) / width * columns
+        column = min(columns - 1, max(0, int(x)))
+        units = distance_units(frame, obj)
+        if units >= nearest[column]:
+            continue
+        nearest[column] = units
+        present[:, column] = 0.0
+        present[classes.index(name), column] = 1.0
+        offset[column] = min(1.0, max(0.0, x - column))
+        band[column] = BANDS.index(distance_band(units))
+    return Targets(present, offset, band)
+
+
+class ScreenDetector(nn.Module):
+    """Screens (uint8, [N, H, W, 3] as ViZDoom's RGB24 gives them) in; per column: class logits, offset logit and
+    band logits out ([N, classes + 1 + 3, COLUMNS])."""
+
+    def __init__(self, classes: tuple[str, ...] = CLASSES, columns: int = COLUMNS, channels: int = 64):
+        super().__init__()
+        self.classes, self.columns = tuple(classes), columns
+        self.features = nn.Sequential(
+            nn.Conv2d(3, 16, 5, stride=2, padding=2), nn.ReLU(),
+            nn.Conv2d(16, 32, 3, stride=2, padding=1), nn.ReLU(),
+            nn.Conv2d(32, channels, 3, stride=(2, 1), padding=1), nn.ReLU(),
+            nn.Conv2d(channels, channels, 3, padding=1), nn.ReLU())
+        self.across = nn.Sequential(nn.Conv1d(channels, channels, 3, padding=1), nn.ReLU())  # neighbouring columns
+        self.head = nn.Conv1d(channels, len(self.classes) + 1 + len(BANDS), 1)
+        self.to(memory_format=torch.channels_last)
+
+    def forward(self, screens: torch.Tensor) -> torch.Tensor:
+        x = screens.permute(0, 3, 1, 2).float().div(255.0).contiguous(memory_format=torch.channels_last)
+        x = self.features(x).amax(dim=2)  # [N, channels, W / 4]: each column pooled over the screen's height
+        if x.shape[-1] != self.columns:
+            x = F.adaptive_max_pool1d(x, self.columns)
+        return self.head(self.across(x))
+
+
+def detector_loss(output: torch.Tensor, targets: dict[str, torch.Tensor], *, present_weight: float = 8.0
+                  ) -> torch.Tensor:
+    """Presence (binary cross-entropy, objects weighted up: most columns are empty), offset (L1) and band
+    (cross-entropy), the last two only where an object is."""
+    n_classes = targets["present"].shape[1]
+    present_logits, offset_logit, band_logits = output.split([n_classes, 1, len(BANDS)], dim=1)
+    weight = 1.0 + (present_weight - 1.0) * targets["present"]
+    loss = F.binary_cross_entropy_with_logits(present_logits, targets["present"], weight=weight)
+    has_object = targets["band"] >= 0
+    if has_object.any():
+        loss = loss + (torch.sigmoid(offset_logit[:, 0]) - targets["offset"]).abs()[has_object].mean()
+        loss = loss + F.cross_entropy(band_logits.transpose(1, 2)[has_object], targets["band"][has_object])
+    return loss
+
+
+def decode(output: torch.Tensor, width: int, classes: tuple[str, ...] = CLASSES,
+           threshold: float = SCORE_THRESHOLD) -> list[list[Detection]]:
+    """Each screen's detections, nearest band first, then by score: a column whose best class scores over
+    `threshold` and beats its neighbours' (one object spread over two columns is one detection)."""
+    n_classes = len(classes)
+    scores = torch.sigmoid(output[:, :n_classes]).detach()
+    offsets = torch.sigmoid(output[:, n_classes]).detach()
+    bands = output[:, n_classes + 1:].argmax(dim=1)
+    columns = output.shape[-1]
+    best, which = scores.max(dim=1)  # [N, K]
+    neighbours = F.max_pool1d(best.unsqueeze(1), 3, stride=1, padding=1).squeeze(1)
+    found = []
+    for i in range(output.shape[0]):
+        detections = []
+        for k in torch.nonzero((best[i] > threshold) & (best[i] >= neighbours[i])).flatten().tolist():
+            x = (k + float(offsets[i, k])) / columns * width
+            detections.append(Detection(classes[int(which[i, k])], bearing_from_screen_x(x, width),
+                                        BANDS[int(bands[i, k])], float(best[i, k])))
+        found.append(sorted(detections, key=lambda d: (BANDS.index(d.band), -d.score)))
+    return found
