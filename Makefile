@@ -32,19 +32,22 @@ demo: install
 # time real-time play, audio, signals, probes or Ray workers one at a time at normal priority (test-serial), every
 # other test file on both cores (pytest-xdist, a file a worker) at idle priority beside them (test).
 SERIAL_TESTS := $(addprefix tests/test_,$(addsuffix .py,action_age_auto bench_interrupt bench_kv \
-  bench_reaction_memory bench_soak bench_voice cli_live cpu_path disk_full engine_watchdog env_doom fanout faults \
+  bench_reaction_memory bench_soak bench_voice cli_live cpu_path demo_episode disk_full engine_watchdog env_doom fanout faults \
   kernel_bench live_recordings live_voice_and_commentary live_voice_device_lost realtime_pump \
   resource_limits session_loop signals_after_finish signals_commands voice_barge_in voice_barge_in_onset \
   voice_device_faults voice_recognizer voice_tts_playback voice_vad))
+# of those, the ones the forced CPU-path passes run too: in the timed lane (the demo plays on the measured compute clock)
+TIMED_CPU_SENSITIVE := tests/test_demo_episode.py
 
 # The timed tests run at normal priority; beside them the rest runs at idle priority (SCHED_IDLE: it gets only the CPU
 # time they leave, so it is not the load they measure): the two forced CPU-path passes and the xdist pass at once, so
-# that some work is always ready for a core the timed tests leave free. Its output is shown when both are done.
+# that some work is always ready for a core the timed tests leave free. Its output is shown when both are done. The
+# forced passes of a timed test (TIMED_CPU_SENSITIVE) run in the timed lane, first.
 test: install
 	@log=$$(mktemp); idle=$$(command -v chrt >/dev/null && echo "chrt --idle 0"); \
 	echo "the tests that tolerate load run beside these at idle priority; their output follows at the end ($$log)"; \
-	( $$idle $(MAKE) --no-print-directory -j3 -Otarget test-cpu-avx2 test-cpu-avx512 test-parallel >"$$log" 2>&1 ) & lane=$$!; \
-	serial=0; $(MAKE) --no-print-directory test-serial || serial=$$?; \
+	( $$idle $(MAKE) --no-print-directory -j3 -Otarget test-cpu-avx2 test-cpu-avx512 test-parallel CPU_PASS_FILES="$(UNTIMED_CPU_SENSITIVE)" >"$$log" 2>&1 ) & lane=$$!; \
+	serial=0; $(MAKE) --no-print-directory test-cpu-paths test-serial CPU_PASS_FILES="$(TIMED_CPU_SENSITIVE)" || serial=$$?; \
 	background=0; wait $$lane || background=$$?; cat "$$log"; rm -f "$$log"; \
 	[ $$background = 0 ] || echo "the idle-priority lane failed (exit $$background): see its output above"; \
 	[ $$serial = 0 ] && [ $$background = 0 ]
@@ -61,18 +64,20 @@ test-serial: install
 # run proves: the forced pass would repeat it (~4 min on a slow 2-core machine), so it is skipped there.
 # Only the files that have such tests are collected (importing every test module costs ~10 s a pass).
 CPU_SENSITIVE_FILES = $(shell grep -l cpu_sensitive tests/test_*.py)
+UNTIMED_CPU_SENSITIVE = $(filter-out $(TIMED_CPU_SENSITIVE),$(CPU_SENSITIVE_FILES))
+CPU_PASS_FILES ?= $(CPU_SENSITIVE_FILES)
 test-cpu-paths: test-cpu-avx2 test-cpu-avx512
 test-cpu-avx2: install
 	@if ! grep -qw avx2 /proc/cpuinfo 2>/dev/null; then \
 	  echo "skipped: the forced AVX2 pass (this CPU has no AVX2)"; \
 	elif grep -qwE 'avx512f|avx_ne_convert|amx_bf16' /proc/cpuinfo; then \
-	  DOOM_AGENT_CPU=avx2 ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 $(PY) -m pytest -q -m cpu_sensitive $(CPU_SENSITIVE_FILES) $(PYTEST_ARGS); \
+	  DOOM_AGENT_CPU=avx2 ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 $(PY) -m pytest -q -m cpu_sensitive $(CPU_PASS_FILES) $(PYTEST_ARGS); \
 	else \
 	  echo "skipped: the forced AVX2 pass (this CPU's own path is the AVX2 answer: the full run below proves it)"; \
 	fi
 test-cpu-avx512: install
 	@if grep -qw avx512f /proc/cpuinfo 2>/dev/null; then \
-	  DOOM_AGENT_CPU=avx512 ATEN_CPU_CAPABILITY=avx512 $(PY) -m pytest -q -m cpu_sensitive $(CPU_SENSITIVE_FILES) $(PYTEST_ARGS); \
+	  DOOM_AGENT_CPU=avx512 ATEN_CPU_CAPABILITY=avx512 $(PY) -m pytest -q -m cpu_sensitive $(CPU_PASS_FILES) $(PYTEST_ARGS); \
 	else \
 	  echo "skipped: the forced AVX-512 pass (this CPU has no AVX-512; its own path, AVX2, is the full run)"; \
 	fi

@@ -60,19 +60,6 @@ def test_llm_policy_is_the_default_and_reports_timing_keys():
     assert result["thinker_tokens"] > 5 and result["reaction_ms_p50"] > 0
 
 
-@pytest.mark.slow
-@pytest.mark.cpu_sensitive  # `make test` runs it again on the other CPU paths
-def test_the_demo_episode_acts_on_this_cpu_path():
-    """`make demo`: the embedded model, default config (dtype auto), measured compute clock: actions reach the
-    game instead of all being fenced by age, and the result names the CPU path it ran on."""
-    proc = cli("--scenario", "defend_the_center", "--max-tics", "175", "--json", "--no-record")
-    assert proc.returncode == 0, proc.stderr
-    assert "cpu path " in proc.stderr.splitlines()[0]
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert result["cpu_path"].split("-")[1] in ("fp32", "bf16")
-    assert result["actions_executed"] > 5 and result["actions_executed"] > result["actions_fenced"]
-
-
 def test_readable_output_with_random_policy():
     proc = cli("--policy", "random", "--episodes", "1", "--max-tics", "60", "--no-record")
     assert proc.returncode == 0, proc.stderr
