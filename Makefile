@@ -38,6 +38,8 @@ SERIAL_TESTS := $(addprefix tests/test_,$(addsuffix .py,action_age_auto bench_in
   voice_device_faults voice_recognizer voice_tts_playback voice_vad))
 # of those, the ones the forced CPU-path passes run too: in the timed lane (the demo plays on the measured compute clock)
 TIMED_CPU_SENSITIVE := tests/test_demo_episode.py
+# more targets for the idle-priority lane (CI: test-install)
+IDLE_EXTRA ?=
 
 # The timed tests run at normal priority; beside them the rest runs at idle priority (SCHED_IDLE: it gets only the CPU
 # time they leave, so it is not the load they measure): the two forced CPU-path passes and the xdist pass at once, so
@@ -46,7 +48,7 @@ TIMED_CPU_SENSITIVE := tests/test_demo_episode.py
 test: install
 	@log=$$(mktemp); idle=$$(command -v chrt >/dev/null && echo "chrt --idle 0"); \
 	echo "the tests that tolerate load run beside these at idle priority; their output follows at the end ($$log)"; \
-	( $$idle $(MAKE) --no-print-directory -j3 -Otarget test-cpu-avx2 test-cpu-avx512 test-parallel CPU_PASS_FILES="$(UNTIMED_CPU_SENSITIVE)" >"$$log" 2>&1 ) & lane=$$!; \
+	( $$idle $(MAKE) --no-print-directory -j4 -Otarget test-cpu-avx2 test-cpu-avx512 test-parallel $(IDLE_EXTRA) CPU_PASS_FILES="$(UNTIMED_CPU_SENSITIVE)" >"$$log" 2>&1 ) & lane=$$!; \
 	serial=0; $(MAKE) --no-print-directory test-cpu-paths test-serial CPU_PASS_FILES="$(TIMED_CPU_SENSITIVE)" || serial=$$?; \
 	background=0; wait $$lane || background=$$?; cat "$$log"; rm -f "$$log"; \
 	[ $$background = 0 ] || echo "the idle-priority lane failed (exit $$background): see its output above"; \
@@ -83,7 +85,7 @@ test-cpu-avx512: install
 	fi
 
 # `pip install .` (not editable, core dependencies only) into a fresh venv, then a scripted episode from outside the
-# checkout: the configs and adapters must come with the package. CI runs it after `make test`. build/ goes first: the
+# checkout: the configs and adapters must come with the package. CI runs it in `make test`'s idle lane. build/ goes first: the
 # wheel would carry what setuptools left there from an earlier build (a module since removed). The 1.3 GB venv is
 # removed in the background (a minute on some disks), so the result comes without waiting for it.
 test-install:
