@@ -85,9 +85,9 @@ test-cpu-avx512: install
 	fi
 
 # `pip install .` (not editable, core dependencies only) into a fresh venv, then a scripted episode from outside the
-# checkout: the configs and adapters must come with the package. CI runs it in `make test`'s idle lane. build/ goes first: the
-# wheel would carry what setuptools left there from an earlier build (a module since removed). The 1.3 GB venv is
-# removed in the background (a minute on some disks), so the result comes without waiting for it.
+# checkout: the configs and adapters must come with the package. CI runs it in `make test`'s idle lane. build/ goes
+# first: the wheel would carry what setuptools left there from an earlier build (a module since removed). The 1.3 GB
+# venv is removed in the background (a minute on some disks), so the result comes without waiting for it.
 test-install:
 	@set -e; rm -rf build; tmp=$$(mktemp -d); trap '(rm -rf "$$tmp" &)' EXIT; python3 -m venv "$$tmp/venv"; \
 	"$$tmp/venv/bin/pip" install -q --no-compile torch==2.13.0; \

@@ -91,10 +91,16 @@ def distance_band(units: float) -> str:
 def describe_object(frame: Frame, obj: ObjectLabel, *, signed: bool = False, turned: float = 0.0) -> str:
     """signed: the side word always says the sign ("left 3"; "ahead" only at 0), which aiming within a few degrees
     needs; else any |bearing| below AHEAD_DEGREES reads "ahead". turned: see bearing_degrees."""
-    bearing = bearing_degrees(frame, obj, turned)
+    return object_words(short_name(obj.name), bearing_degrees(frame, obj, turned),
+                        distance_band(distance_units(frame, obj)), signed=signed)
+
+
+def object_words(name: str, bearing: float, band: str, *, signed: bool = False) -> str:
+    """"imp left 23 mid": an object's words from its name, bearing (degrees, positive = left) and distance band,
+    however they were found (the label buffer, or envs/screen_detector.py from the screen)."""
     ahead = round(abs(bearing)) == 0 if signed else abs(bearing) < AHEAD_DEGREES
     side = "ahead" if ahead else ("left" if bearing > 0 else "right")
-    return f"{short_name(obj.name)} {side} {abs(bearing):.0f} {distance_band(distance_units(frame, obj))}"
+    return f"{name} {side} {abs(bearing):.0f} {band}"
 
 
 def encode_status(frame: Frame) -> str:

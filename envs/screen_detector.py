@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from envs.frame import Frame
-from envs.observation_text import (AHEAD_DEGREES, bearing_degrees, distance_band, distance_units, short_name,
+from envs.observation_text import (bearing_degrees, distance_band, distance_units, object_words, short_name,
                                    visible_objects)
 
 # what the frame line names in ViZDoom's shipped scenarios (its short names, seen in random play on defend_the_center,
@@ -56,9 +56,8 @@ class Detection:
     score: float
 
     def describe(self) -> str:
-        """The frame line's words for it ("imp left 23 mid"), as observation_text.describe_object writes them."""
-        side = "ahead" if abs(self.bearing) < AHEAD_DEGREES else ("left" if self.bearing > 0 else "right")
-        return f"{self.name} {side} {abs(self.bearing):.0f} {self.band}"
+        """The frame line's words for it ("imp left 23 mid")."""
+        return object_words(self.name, self.bearing, self.band)
 
 
 @dataclass
