@@ -111,8 +111,7 @@ class RecordingSpeaker(_DeviceFreeStream):
         """Ask the callback for n blocks, as the sound card would; returns what `_keep` kept of them."""
         new = []
         for _ in range(n_blocks):
-            out = np.zeros((self.blocksize, 1), np.float32)
-            t = self.frames / self.samplerate
+            out, t = np.zeros((self.blocksize, 1), np.float32), self.frames / self.samplerate
             self.callback(out, self.blocksize, CallbackTime(outputBufferDacTime=t, currentTime=t), None)
             self.frames += self.blocksize
             new.append(self._keep(out, t))

@@ -72,12 +72,10 @@ class BargeInController:
 
     def feed(self, frames: list, stream_ms: float) -> None:
         for frame in frames:
-            if isinstance(frame, SpeechOnset):  # speech may have begun: pause (reversible) on a live cue
-                if frame.cue in self.onset_cues:
-                    self._begin(frame.detected_ms, frame.cue)
-            elif isinstance(frame, OnsetRejected):
-                if self._tentative:
-                    self._resume(f"no speech ({frame.reason})")
+            if isinstance(frame, SpeechOnset) and frame.cue in self.onset_cues:  # may be speech: a reversible pause
+                self._begin(frame.detected_ms, frame.cue)
+            elif isinstance(frame, OnsetRejected) and self._tentative:
+                self._resume(f"no speech ({frame.reason})")
             elif isinstance(frame, SpeechStarted):
                 self._on_speech_started(frame)
             elif isinstance(frame, SpeechStopped):
@@ -130,8 +128,7 @@ class BargeInController:
                 self._interrupt(f"command:{command}")
             else:
                 self._resume()
-        if command is not None and self._commanded_utterance != hyp.utterance and (
-                self._pending is None or hyp.final):
+        if command is not None and self._commanded_utterance != hyp.utterance and (self._pending is None or hyp.final):
             self._commanded_utterance = hyp.utterance
             if self.on_command is not None:
                 self.on_command(command, hyp)

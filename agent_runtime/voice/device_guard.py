@@ -96,9 +96,7 @@ class AudioDeviceGuard:
                 return "its stream stopped"
         except Exception as e:  # PortAudio cannot even say: the device is gone
             return first_line(e)
-        if now - slot.last_alive > self.stall_s:
-            return f"no audio for {self.stall_s:g} s"
-        return None
+        return f"no audio for {self.stall_s:g} s" if now - slot.last_alive > self.stall_s else None
 
     def _lose(self, slot: _Slot, reason: str, now: float) -> None:
         stream, slot.stream, slot.failure = slot.stream, None, None

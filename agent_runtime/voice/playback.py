@@ -45,8 +45,7 @@ class PlaybackBuffer:
         self.max_depth_ms, self.max_age_ms = max_depth_ms, max_age_ms
         self.stats = PlaybackStats()
         self._queue: deque[SpeechChunk] = deque()
-        self._current: SpeechChunk | None = None
-        self._offset = 0  # samples of _current already played
+        self._current, self._offset = None, 0  # the SpeechChunk playing, and its samples already played
         self._cond = threading.Condition()
         self.paused = False  # silent from the next block while True, the queue kept (a barge-in not confirmed)
         self._heard_end: dict[int, int] = {}  # utterance -> char offset heard so far

@@ -56,16 +56,12 @@ class CommandRecognizer:
         self.decoder = ps.Decoder(config)
         self.decoder.add_jsgf_string("commands", jsgf_grammar())
         self.decoder.activate_search("commands")
-        self.in_utterance = False
-        self.warmup_left = warmup_utterances
-        self._audio: list[bytes] = []
+        self.in_utterance, self.warmup_left, self._audio = False, warmup_utterances, []
         self.utterance_samples = 0  # fed since the utterance started: bounded by the pipeline's max_utterance_ms
 
     def start(self) -> None:
         self.decoder.start_utt()
-        self.in_utterance = True
-        self._audio = []
-        self.utterance_samples = 0
+        self.in_utterance, self._audio, self.utterance_samples = True, [], 0
 
     def feed(self, samples: np.ndarray) -> None:
         self.utterance_samples += len(samples)
@@ -103,10 +99,7 @@ class ListeningPipeline:
 
     def __post_init__(self):
         self._preroll: deque[np.ndarray] = deque(maxlen=max(1, self.preroll_ms // WINDOW_MS))
-        self._utterance = 0
-        self._since_partial_ms = 0.0
-        self._last_partial = ""
-        self._speech_start_ms = 0.0
+        self._utterance, self._since_partial_ms, self._last_partial, self._speech_start_ms = 0, 0.0, "", 0.0
 
     def push(self, block: np.ndarray, arrival: float | None = None) -> list[OnsetEvent | VadEvent | Hypothesis]:
         arrival = time.monotonic() if arrival is None else arrival
@@ -147,9 +140,7 @@ class ListeningPipeline:
 
     def _begin(self, event: SpeechStarted) -> None:
         self._utterance += 1
-        self._speech_start_ms = event.t_ms
-        self._since_partial_ms = 0.0
-        self._last_partial = ""
+        self._speech_start_ms, self._since_partial_ms, self._last_partial = event.t_ms, 0.0, ""
         self.recognizer.start()
         for chunk in self._preroll:
             self.recognizer.feed(chunk)
@@ -168,11 +159,7 @@ class ListeningPipeline:
 
     def run(self, samples: np.ndarray, block: int = 512) -> list[OnsetEvent | VadEvent | Hypothesis]:
         """Push a whole 16 kHz array block by block (faster than real time) and flush."""
-        frames = []
-        for i in range(0, len(samples), block):
-            frames.extend(self.push(samples[i : i + block]))
-        frames.extend(self.flush())
-        return frames
+        return [f for i in range(0, len(samples), block) for f in self.push(samples[i : i + block])] + self.flush()
 
 
 class StablePrefix:
@@ -202,8 +189,7 @@ class StablePrefix:
             # never un-commit words still agreed by the newest hypothesis unless it revised them
             if len(new_stable) < len(self.stable_words) and words[: len(self.stable_words)] == self.stable_words:
                 new_stable = self.stable_words
-        self.stable_words = list(new_stable)
-        self.final = final
+        self.stable_words, self.final = list(new_stable), final
 
     @property
     def committable_command(self) -> str | None:

@@ -18,13 +18,9 @@ import numpy as np
 from agent_runtime.errors import UserError
 from agent_runtime.session.generation import SessionGeneration
 
-AUDIO_OUTPUT_SYNCHRONOUS = 2
-POS_CHARACTER = 1
-ESPEAK_CHARS_UTF8 = 1
-EE_OK = 0
-EVENT_WORD = 1
-EVENT_LIST_TERMINATED = 0
-PARAM_RATE = 1
+# libespeak-ng's constants (speak_lib.h)
+AUDIO_OUTPUT_SYNCHRONOUS, POS_CHARACTER, ESPEAK_CHARS_UTF8, EE_OK, PARAM_RATE = 2, 1, 1, 0, 1
+EVENT_LIST_TERMINATED, EVENT_WORD = 0, 1  # espeak_EVENT_TYPE
 
 
 class _EventId(ctypes.Union):
@@ -101,9 +97,7 @@ class EspeakTts:
                 raise UserError(f"espeak-ng has no voice {voice!r}; list them with `espeak-ng --voices`")
         self.sample_rate, self.voice, self.words_per_minute = rate, voice, words_per_minute
         self._callback = _SYNTH_CALLBACK(self._on_synth)  # keep a reference: C holds only a pointer
-        self._abort = threading.Event()
-        self._utterances = 0
-        self._job: dict | None = None
+        self._abort, self._utterances, self._job = threading.Event(), 0, None
 
     def abort(self) -> None:
         """Stop the current synthesis at its next chunk (the callback returns 1)."""

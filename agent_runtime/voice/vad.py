@@ -14,8 +14,7 @@ import numpy as np
 
 from agent_runtime.errors import UserError
 from agent_runtime.optional import missing_extra, require
-from agent_runtime.voice.audio_io import BLOCK_FRAMES as WINDOW  # samples per silero window (32 ms)
-from agent_runtime.voice.audio_io import SAMPLE_RATE
+from agent_runtime.voice.audio_io import BLOCK_FRAMES as WINDOW, SAMPLE_RATE  # WINDOW: samples a silero window (32 ms)
 
 CONTEXT = 64  # samples of the previous window silero expects in front of each window
 WINDOW_MS = WINDOW * 1000 // SAMPLE_RATE
@@ -138,17 +137,13 @@ class VoiceActivityDetector:
 
     def reset(self) -> None:
         self._state = np.zeros((2, 1, 128), np.float32)  # silero's, carried from window to window
-        self._context = np.zeros((1, CONTEXT), np.float32)
-        self._pending = np.zeros(0, np.float32)
-        self.samples_seen = 0
-        self.in_speech = False
+        self._context, self._pending = np.zeros((1, CONTEXT), np.float32), np.zeros(0, np.float32)
+        self.samples_seen, self.in_speech = 0, False
         self._run = 0  # consecutive windows voting for a state change
-        self._run_start_ms = 0.0
-        self._speech_start_ms = 0.0
+        self._run_start_ms = self._speech_start_ms = 0.0
         self.fricative.reset()
         self._onset_ms: float | None = None  # an open tentative onset (stream time of its first window)
-        self._onset_vad = False  # it has had its "vad" cue
-        self._quiet = 0
+        self._onset_vad, self._quiet = False, 0  # it has had its "vad" cue; quiet windows since
 
     @property
     def stream_ms(self) -> float:
@@ -173,9 +168,7 @@ class VoiceActivityDetector:
         return float(out[0, 0])
 
     def _step(self, window: np.ndarray) -> VadWindow:
-        start_ms = self.stream_ms
-        p = self._probability(window)
-        fricative = self.fricative.step(window)
+        start_ms, p, fricative = self.stream_ms, self._probability(window), self.fricative.step(window)
         self.samples_seen += WINDOW
         end_ms = self.stream_ms
         event: VadEvent | None = None
@@ -184,8 +177,7 @@ class VoiceActivityDetector:
             if p < self.threshold:
                 self._run = 0
             elif self._vote(start_ms, self.min_speech_ms // WINDOW_MS):
-                self.in_speech = True
-                self._speech_start_ms = self._run_start_ms
+                self.in_speech, self._speech_start_ms = True, self._run_start_ms
                 event = SpeechStarted(self._run_start_ms, end_ms)
             if event is None:
                 onset = self._tentative(p, fricative, start_ms, end_ms)

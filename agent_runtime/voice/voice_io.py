@@ -18,8 +18,7 @@ import numpy as np
 from agent_runtime.session.events import EventBus, Kind
 from agent_runtime.session.generation import SessionGeneration
 from agent_runtime.notices import Notify, OncePerKind, warning_line
-from agent_runtime.voice.audio_io import BLOCK_FRAMES as MIC_BLOCK
-from agent_runtime.voice.audio_io import SAMPLE_RATE as MIC_RATE
+from agent_runtime.voice.audio_io import BLOCK_FRAMES as MIC_BLOCK, SAMPLE_RATE as MIC_RATE
 from agent_runtime.voice.audio_io import AudioCallback, open_stream, refresh_devices
 from agent_runtime.voice.barge_in import ONSET_CUES, BargeInController
 from agent_runtime.voice.device_free import device_free_openers
@@ -64,8 +63,7 @@ class VoiceIO:
         self.notify = notify or warning_line
         self._notice = OncePerKind(self.notify)
         self._utterance_first_partial: set[int] = set()
-        self._playing = False
-        self.sentences_dropped = 0
+        self._playing, self.sentences_dropped = False, 0
         self.pipeline = ListeningPipeline()
         self.playback = PlaybackBuffer(session, sample_rate=SPEAKER_RATE)
         self.tts = TtsWorker(EspeakTts(session), sink=self._tts_sink, on_result=self._on_synthesis)
@@ -74,10 +72,8 @@ class VoiceIO:
                                             on_interrupt=self._on_interrupt, on_command=self._on_command,
                                             onset_cues=ONSET_CUES.get(mode, ()))
         self._blocks: "queue.Queue[tuple[np.ndarray, float]]" = queue.Queue(maxsize=MAX_QUEUED_MIC_BLOCKS)
-        self.mic_blocks_dropped = 0
-        self._overrun = False
-        self._reset_listening = threading.Event()
-        self._stop = threading.Event()
+        self.mic_blocks_dropped, self._overrun = 0, False
+        self._reset_listening, self._stop = threading.Event(), threading.Event()
         self._threads: list[threading.Thread] = []
         self.device_free = device_free or mic_samples is not None
         if self.device_free:  # how each device is opened, now and after a failure: given, device-free or sounddevice
