@@ -20,6 +20,8 @@ COMMANDS = {
     "replay": "Check a recording: replay its .lmp and compare frames with its events (--video, --rerun).",
     "timeline": "Draw a recording's events as a swimlane PNG.",
     "collect": "DAgger data: the agent plays, the lag-aware expert labels each decision (view tokens + commands).",
+    "collect-frames": "Screens with their label-buffer objects: data for the screen detector (train-detector).",
+    "train-detector": "Train the screen detector (frame lines from pixels) on a collect-frames data set.",
     "train": "Train a LoRA adapter on collected data: the model learns to score the expert's command highest.",
 }
 
@@ -32,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"agent-runtime {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, help_text in COMMANDS.items():
-        module = importlib.import_module(f"agent_runtime.commands.{name}")
+        module = importlib.import_module(f"agent_runtime.commands.{name.replace('-', '_')}")
         p = sub.add_parser(name, help=help_text, description=help_text, parents=[VERBOSITY])
         module.add_arguments(p)
         p.set_defaults(_run=module.run)

@@ -64,6 +64,11 @@ class EngineConfig(_Strict):
     frame_line: Literal["aimed", "seen"] = Field("aimed", description=(
         "aimed: bearings once the turn in flight is done, objects in aiming order (what the view expert labels "
         "from); seen: as the frame shows them."))
+    frame_source: Literal["labels", "pixels"] = Field("labels", description=(
+        "labels: frame lines from the engine's label buffer (the game's hidden state); pixels: from the screen alone, "
+        "by the screen detector (the engine runs without label and depth buffers)."))
+    detector: str | None = Field(None, description=(
+        "Screen detector weights (`agent-runtime train-detector`) for frame_source pixels; null: the shipped ones."))
     action_frames_in_view: int | None = Field(1, ge=1, le=64, description=(
         "Frames the action stream reads: the newest K of budgets.frames_in_view (the view expert decides from "
         "the newest alone); null: all."))
@@ -131,7 +136,8 @@ def _describe(err: ValidationError, source: str) -> str:
 
 # a flag (its dest) -> the config key it overrides; a flag left unset takes the config's value (from_args)
 FLAG_KEYS = {"scenario": "scenario", "seed": "seed", "clock": "clock", "model": "model.path",
-             "adapter": "model.adapter", "dtype": "model.dtype", "threads": "model.threads", "barge_in": "voice.barge_in"}
+             "adapter": "model.adapter", "dtype": "model.dtype", "threads": "model.threads", "barge_in": "voice.barge_in",
+             "frame_source": "engine.frame_source"}
 
 
 def from_args(args, **fixed) -> RunConfig:

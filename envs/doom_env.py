@@ -80,7 +80,8 @@ def _init_watched(game: vzd.DoomGame, guard: EngineGuard) -> None:
 class DoomEnv:
     """One ViZDoom game. Not thread-safe: call it from one thread.
 
-    The labels buffer is always on (the text encoder and the scripted player need it);
+    The labels buffer is on unless labels=False (a pixel-only game: the label-buffer frame line and the scripted
+    players need it; the screen detector does not);
     `privileged_objects` adds every map object to Frame.objects. `episode_timeout_tics`
     overrides the scenario's timeout, counted from its start tic (defend_the_center starts at 10).
     Every call that waits for the engine raises EngineDied / EngineHung (envs.engine_guard) instead of
@@ -97,6 +98,7 @@ class DoomEnv:
         window: bool = False,
         privileged_objects: bool = False,
         episode_timeout_tics: int | None = None,
+        labels: bool = True,
     ):
         if clock not in CLOCKS:
             raise ValueError(f"unknown clock '{clock}'; use one of: {', '.join(CLOCKS)}")
@@ -123,7 +125,10 @@ class DoomEnv:
         game.set_window_visible(window)
         game.set_sound_enabled(False)
         game.set_mode(vzd.Mode.ASYNC_PLAYER if clock == "realtime" else vzd.Mode.PLAYER)
-        game.set_labels_buffer_enabled(True)
+        game.set_labels_buffer_enabled(labels)
+        if not labels:  # a pixel-only game: no hidden state but the HUD's variables
+            game.set_depth_buffer_enabled(False)
+            game.set_automap_buffer_enabled(False)
         game.set_objects_info_enabled(privileged_objects)
         if episode_timeout_tics is not None:
             game.set_episode_timeout(episode_timeout_tics)
@@ -252,7 +257,7 @@ class DoomEnv:
             tic=int(state.tic),
             t_read=t_read,
             screen=state.screen_buffer,
-            labels=tuple(_label(lab) for lab in state.labels),
+            labels=tuple(_label(lab) for lab in state.labels or ()),  # none without the label buffer
             variables=variables,
             episode=self.episode,
             objects=objects,

@@ -79,16 +79,20 @@ def targets_from_frame(frame: Frame, width: int, classes: tuple[str, ...] = CLAS
                        columns: int = COLUMNS) -> Targets:
     """The label buffer's objects on screen as column targets: centre column from the object's world bearing (the
     frame line's own bearing, so a perfect detector reproduces its text), band from its world distance."""
+    return targets_from_objects([(short_name(o.name), bearing_degrees(frame, o), distance_units(frame, o))
+                                 for o in visible_objects(frame)], width, classes, columns)
+
+
+def targets_from_objects(objects, width: int, classes: tuple[str, ...] = CLASSES, columns: int = COLUMNS) -> Targets:
+    """objects: (short name, bearing in degrees, distance in map units) of each object on the screen."""
     present = np.zeros((len(classes), columns), np.float32)
     offset, band = np.zeros(columns, np.float32), np.full(columns, -1, np.int64)
     nearest = np.full(columns, np.inf)
-    for obj in visible_objects(frame):  # on screen, not the player's own
-        name = short_name(obj.name)
+    for name, bearing, units in objects:
         if name not in classes:
             continue
-        x = screen_x_from_bearing(bearing_degrees(frame, obj), width) / width * columns
+        x = screen_x_from_bearing(bearing, width) / width * columns
         column = min(columns - 1, max(0, int(x)))
-        units = distance_units(frame, obj)
         if units >= nearest[column]:
             continue
         nearest[column] = units
@@ -105,7 +109,7 @@ class ScreenDetector(nn.Module):
 
     def __init__(self, classes: tuple[str, ...] = CLASSES, columns: int = COLUMNS, channels: int = 64):
         super().__init__()
-        self.classes, self.columns = tuple(classes), columns
+        self.classes, self.columns, self.channels = tuple(classes), columns, channels
         self.features = nn.Sequential(
             nn.Conv2d(3, 16, 5, stride=2, padding=2), nn.ReLU(),
             nn.Conv2d(16, 32, 3, stride=2, padding=1), nn.ReLU(),

@@ -66,7 +66,8 @@ class PlayBenchJob:
     def _build(self, loaded, config) -> None:
         """The runtimes the model agents play on: "trained" on `loaded`, "untrained" on the same weights without
         the adapter (loaded only when one is merged and llm_untrained plays)."""
-        self.env, self.runtimes = DoomEnv(self.args.scenario, seed=self.args.seed), {}
+        self.env = DoomEnv(self.args.scenario, seed=self.args.seed, labels=config.engine.frame_source == "labels")
+        self.runtimes = {}
         if any(name in MODEL_AGENTS for name in self.agents):
             trained = untrained = Runtime.open(config, loaded=loaded, env=self.env, device=self.args.device)
             if loaded.adapter is not None and "llm_untrained" in self.agents:
@@ -91,6 +92,7 @@ class PlayBenchJob:
             result = run_baseline_episode(fresh, policy, max_tics=max_tics)
         result["tics"] = max(result["tics"], 0)  # the engine reads tic 0 after a map that ended with the kill
         result.pop("reaction_samples_ms")  # a player without a model decides in no time: it has no reaction to report
+        result.pop("frame_encode_samples_ms")
         return result
 
     def report(self, task, r: dict, where: str) -> None:

@@ -29,6 +29,8 @@ def _summary(episodes: list[dict], think_tokens: int) -> dict:
         "reaction_ms_p50_episode_median": statistics.median(per_episode_p50) if per_episode_p50 else None,
         "reaction_ms_p50_episode_spread": [min(per_episode_p50), max(per_episode_p50)] if per_episode_p50 else None,
         "frame_age_at_execution_ms_p50": percentile(samples, 50),
+        # writing the frame line (pixels: the screen detector's forward), charged to the step like the model's
+        **stats("frame_encode_ms", [x for e in episodes for x in e.get("frame_encode_samples_ms", [])], ("p50", "p95")),
         "time_to_first_action_ms": statistics.median(first) if first else None,
         "actions_executed": sum(e["actions_executed"] for e in episodes),
         "actions_fenced": sum(e["actions_fenced"] for e in episodes),

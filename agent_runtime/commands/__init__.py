@@ -26,6 +26,8 @@ OPTIONS = {
     "--device": dict(default="cpu", choices=("cpu", "cuda"), help="where the model runs (default cpu)"),
     "--barge-in": dict(choices=("pause_confirm", "half_duplex", "immediate"), help="what user speech does while the "
                        "agent talks: pause_confirm (open speakers), half_duplex, immediate (default: the config's)"),
+    "--frame-source": dict(choices=("labels", "pixels"), help="where frame lines come from: labels (the engine's "
+                           "label buffer) or pixels (the screen, by the shipped screen detector) (default: the config's)"),
     "--json": dict(action="store_true", help="print the result as JSON on stdout, nothing else"),
 }
 MODEL_OPTIONS = ("--model", "--adapter", "--dtype", "--threads", "--device")  # where a command loads a model

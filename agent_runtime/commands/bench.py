@@ -63,7 +63,8 @@ def _bench(sub, name: str, runner, help_text: str, files: str | None, *options: 
 
 def _episodes_bench(sub, name: str, runner, help_text: str, files: str):
     """reaction and play: every agent plays the same seeded episodes, here or on Ray workers."""
-    p = _bench(sub, name, runner, help_text, files, *WITH_SCENARIO, "--max-tics", "--fixed-cost", *MODEL_OPTIONS)
+    p = _bench(sub, name, runner, help_text, files, *WITH_SCENARIO, "--max-tics", "--fixed-cost", "--frame-source",
+               *MODEL_OPTIONS)
     p.add_argument("--episodes", type=int, default=5, help="episodes per agent (default 5)")
     p.add_argument("--think-tokens", type=int, default=64,
                    help="sequential agent's thought tokens per cycle (default 64)")
@@ -164,7 +165,7 @@ def _play_episodes(args, job, figure: str, plot, table) -> int:
             added = _stamp({}, machine, args, loaded)
     per_agent = {name: [results[(i, name)] for i in range(args.episodes) if (i, name) in results]
                  for name in job.agents}
-    result = {**job.summarize(per_agent), **added}
+    result = {**job.summarize(per_agent), **added, "frame_source": args.frame_source}
     plot(result, out / figure, job.title(added["machine"], added["adapter"], workers))
     public = json.loads(json.dumps({**result, "plot": str(out / figure)}, default=str))
     for summary in public["agents"].values():
@@ -200,8 +201,8 @@ def _run_reaction(args) -> int:
 def _print_reaction_table(result: dict) -> None:
     from agent_runtime.benchmarks.measure import shown as f
 
-    cols = ("reaction_ms_p50", "reaction_ms_p95", "reaction_ms_p99", "time_to_first_action_ms", "actions_executed",
-            "actions_fenced", "frames_dropped", "kills", "thinker_tokens_per_s", "actions_per_s")
+    cols = ("reaction_ms_p50", "reaction_ms_p95", "reaction_ms_p99", "time_to_first_action_ms", "frame_encode_ms_p50",
+            "actions_executed", "actions_fenced", "frames_dropped", "kills", "thinker_tokens_per_s", "actions_per_s")
     print("agent          "
           + "  ".join(c.replace("reaction_ms_", "react_").replace("_ms", "")[:14].rjust(14) for c in cols))
     for name, s in result["agents"].items():

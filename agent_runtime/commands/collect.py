@@ -22,7 +22,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--expert-acts", type=float, default=0.0, metavar="P",
                    help="DAgger's mix: each decision executes the expert's command instead of the model's with "
                         "probability P (default 0: the model plays; 1: the expert plays, the model's view is recorded)")
-    add_options(p, "--max-tics", "--config", "--threads", "--fixed-cost", "--json")
+    add_options(p, "--max-tics", "--config", "--threads", "--fixed-cost", "--frame-source", "--json")
     p.add_argument("--labeller", choices=("view", "full"), default="view",
                    help="who labels: view (default), the expert restricted to what the action view holds, whose labels "
                         "a model can learn; full, the privileged expert of `episode --policy expert`")

@@ -21,7 +21,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="who plays: llm = the multi-stream agent (default); sequential = read-think-act with the same "
                         "model; no_think = read-act; scripted = aim-and-shoot from labels; expert = "
                         "lag-aware aim with hold counts from labels; random (multi_stream: llm's old name)")
-    add_options(p, "--seed", "--config", "--max-tics", "--fixed-cost")
+    add_options(p, "--seed", "--config", "--max-tics", "--fixed-cost", "--frame-source")
     p.add_argument("--clock", choices=("sync", "realtime"), help="override the config's clock")
     p.add_argument("--out", help="directory for the episodes' recordings and results.jsonl "
                                  "(default: recordings go to the config's recordings_dir, results only to stdout)")
@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
             return run_episodes(args, config, user_texts, record_root, lambda done, result, where: report(
                 args, done, result, results_file, where=where, bar=bar))
 
-    env = open_env(config, config.seed)
+    env = open_env(config, config.seed, args.policy)
     try:
         player = make_player(args, config, env, user_texts)
     except BaseException:

@@ -11,7 +11,7 @@ from agent_runtime.notices import stderr_line
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    add_options(p, "--scenario", "--config")
+    add_options(p, "--scenario", "--config", "--frame-source")
     p.add_argument("--voice", action="store_true", help="spoken commands from the microphone and spoken commentary "
                                                           "(no sound card: see DOOM_AGENT_AUDIO in docs/voice.md)")
     p.add_argument("--no-window", action="store_true",
@@ -93,7 +93,7 @@ def _recordings(args, config, loaded, voice, bounds: dict):
     def manifest_for(index: int):
         return episode_manifest(config, policy="live", env_seed=config.seed + index, agent_seed=0, index=index,
                                 model_spec=args.model, loaded=loaded, clock="realtime",
-                                bounds=bounds.get("time"))
+                                bounds=bounds.get("time"), frame_encoder=bounds.get("encoder"))
 
     return LiveRecordings(args.out or config.recordings_dir, manifest_for, scenario=config.scenario,
                           voice=voice, guard=WriteGuard(args.on_disk_full),
@@ -107,9 +107,11 @@ def _play(args, config, window, generation, loaded, voice, recordings, bounds: d
 
     with Runtime.open(config, loaded=loaded, clock="realtime", window=window, device=args.device) as runtime:
         env = runtime.env  # (its grammar refused a scenario with delta buttons)
-        bounds["time"] = runtime.time_bounds(announce=True)
+        bounds["time"], bounds["encoder"] = runtime.time_bounds(announce=True), runtime.frame_encoder
         if recordings is not None and recordings.current is not None:  # opened before the bound was known
             recordings.current.manifest.config["budgets"]["max_action_age_ms"] = bounds["time"].max_action_age_ms
+            recordings.current.manifest.extra.update(frame_source=runtime.frame_encoder.source,
+                                                     detector_hash=runtime.frame_encoder.weights_hash)
         typed = TypedCommands() if sys.stdin.isatty() else None
         stderr_line(f"live: {env.scenario}, {loaded.model_id}, {loaded.cpu.threads} thread(s), "
                     f"window {'on' if window else 'off'}, voice {'on' if voice else 'off'}"

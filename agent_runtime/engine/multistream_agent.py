@@ -4,7 +4,7 @@ A step: expire stale work -> schedule rows -> one batched forward -> postprocess
 leave the views in whole units, so the pool and process memory stay flat however long the episode runs.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from agent_runtime.control.action_executor import Action
 from agent_runtime.control.action_grammar import ActionGrammar, Command, CommandScorer
@@ -21,7 +21,7 @@ from agent_runtime.engine.sampler import sampler
 from agent_runtime.engine.scheduler import schedule
 from agent_runtime.engine.streams.action import ActionStream
 from agent_runtime.engine.streams.commentary import CommentaryStream
-from agent_runtime.engine.streams.frames import FrameStream
+from agent_runtime.engine.streams.frames import LABELS, FrameStream
 from agent_runtime.engine.streams.stream import StepPlan, StreamContext
 from agent_runtime.engine.streams.text_in import TextInStream, UserTextStream
 from agent_runtime.engine.streams.thinker import ThinkerStream
@@ -45,6 +45,7 @@ class AgentStats:
     remarks_started: int = 0
     remarks_stopped: int = 0  # cut off by an interruption (barge-in, a typed message)
     heard_commits: int = 0
+    frame_encode_ms: list[float] = field(default_factory=list)  # what writing each prefilled frame line cost
 
 
 @dataclass
@@ -68,13 +69,15 @@ def prefill_system(runner: ModelRunner, tokenizer, grammar: ActionGrammar, scena
 class MultiStreamAgent:
     def __init__(self, runner: ModelRunner, tokenizer, grammar: ActionGrammar, generation: SessionGeneration, *,
                  engine: EngineConfig, budgets: BudgetConfig, scenario: str, seed: int = 0, commentary: bool = False,
-                 on_sentence=None, on_decision=None, bus: EventBus | None = None, notify=warning_line):
+                 on_sentence=None, on_decision=None, bus: EventBus | None = None, notify=warning_line,
+                 frame_encoder=LABELS):
         """engine and budgets: the run's config sections, the one source of the engine's options (config.py says
         what each means). on_decision(view_tokens, timed_frame, command, isolated_spans): called at every decision
         with the tokens the action view read and its isolated spans (data collection); a Command it returns is
         acted (and logged) instead of the model's (DAgger's mix of expert and model). on_sentence(text,
         generation): each finished remark sentence (commentary=True). bus: where events go (None: nowhere).
-        notify(line): where the once-a-session line about cut or dropped user text goes (None: events only)."""
+        notify(line): where the once-a-session line about cut or dropped user text goes (None: events only).
+        frame_encoder: what writes the frame lines (Runtime.frame_encoder: from the labels or the screen)."""
         whole_log = engine.action_log_in_view is None
         decisions_per_block, kept = (8, 1) if whole_log else (1, max(engine.action_log_in_view, ACTION_LOG_KEPT))
         self.runner, self.store, self.tok, self.generation, self.bus = runner, runner.store, tokenizer, generation, bus
@@ -87,7 +90,7 @@ class MultiStreamAgent:
             "thoughts": budgets.thinker_paragraphs_in_view, "frames": budgets.frames_in_view})
         self.sections.add("system", prefill_system(runner, tokenizer, grammar, scenario))
         self._build_streams(grammar, engine, budgets, seed, decisions_per_block, commentary, on_sentence,
-                            on_decision, notify)
+                            on_decision, notify, frame_encoder)
         # the Thinker reads every section; the action view its own past decisions and the frames only as many as
         # asked (None: all), with the newest remark and thought
         self.sections.follow(self.action.view, [
@@ -97,13 +100,13 @@ class MultiStreamAgent:
         generation.subscribe("engine", self._record_interruption)
 
     def _build_streams(self, grammar, engine: EngineConfig, budgets: BudgetConfig, seed, decisions_per_block,
-                       commentary, on_sentence, on_decision, notify) -> None:
+                       commentary, on_sentence, on_decision, notify, frame_encoder) -> None:
         sample = sampler(engine.temperature, seed)
         end_tokens = {t for t in (self.tok.eos_token_id,) if t is not None}
         ctx = StreamContext(self.store, self.sections, self.stats, self._emit, self.tok)
         self.frames = FrameStream(ctx, TimeBounds(max_frame_age_ms=budgets.max_frame_age_ms),
                                   listened=lambda: self.bus is not None, signed=engine.signed_bearings,
-                                  aimed=engine.frame_line == "aimed")
+                                  aimed=engine.frame_line == "aimed", encoder=frame_encoder)
         self.user = UserTextStream(ctx, notice=OncePerKind(notify))
         self.heard = TextInStream("heard", "commentary", ctx)
         self.action = ActionStream(ctx, grammar, CommandScorer(grammar, self.tok), encode(self.tok, ACTION_PROMPT),
@@ -163,6 +166,7 @@ class MultiStreamAgent:
         if not plan.rows:
             return StepOutcome([], 0.0, 0, 0, [])
         result, seconds = measured(self.runner.forward, [row.input for row in plan.rows])
+        seconds += plan.compute_s
         by_stream: dict = {}  # each stream postprocesses the logits of its rows, in order
         for row, row_logits in zip(plan.rows, result.logits):
             by_stream.setdefault(row.stream, []).append(row_logits)

@@ -30,7 +30,7 @@ class EpisodeJob:
         self.args.threads = threads  # the CPUs Ray reserved for this worker
         if self.args.policy in MODEL_POLICIES:
             decide_once(threads)
-        env = open_env(self.config, self.config.seed)
+        env = open_env(self.config, self.config.seed, self.args.policy)
         try:
             self.player = make_player(self.args, self.config, env, self.user_texts)
         finally:
@@ -41,7 +41,7 @@ class EpisodeJob:
 
     def play(self, task: Task) -> dict:
         index, seed = task.payload
-        env = open_env(self.config, seed)
+        env = open_env(self.config, seed, self.args.policy)
         return play_episode(self.player, env, seed, index, self.record_root, self.guard)
 
 

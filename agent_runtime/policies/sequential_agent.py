@@ -32,6 +32,7 @@ class SequentialAgent:
         self.runner, self.store, self.tok = runtime.runner, runtime.store, runtime.tokenizer
         self.signed_bearings = runtime.config.engine.signed_bearings
         self.aimed = runtime.config.engine.frame_line == "aimed"
+        self.encoder, self.encode_s = runtime.frame_encoder, 0.0  # encode_s: charged with the next forward
         self.generation, self.think_tokens = generation, think_tokens
         self.source = "sequential" if think_tokens else "no_think"
         self.sample = sampler(runtime.config.engine.temperature, seed)
@@ -67,9 +68,9 @@ class SequentialAgent:
         """The status and frame line go into blocks of their own (as the frame stream prefills them), in the same
         forward as the cycle's first row, which reads them (each held by its own view, then by the cycle's alone)."""
         self.latest = None
+        line, self.encode_s = measured(frame_line, timed, self.signed_bearings, self.aimed, self.encoder)
         prefills = [StreamInput(View(self.store, name=name, own_label=name), encode(self.tok, text), logits="none")
-                    for name, text in (("status", status_line(timed.frame)),
-                                       ("frame", frame_line(timed, self.signed_bearings, self.aimed)))]
+                    for name, text in (("status", status_line(timed.frame)), ("frame", line))]
         view = View(self.store, [self.system] + [x.view.own for x in prefills], name="sequential", own_label="cycle")
         if not self.think_tokens:  # no-think: the decision in this forward, like a multi-stream decision
             return self._decide(view, timed, self.action_prompt, None, prefills)
@@ -96,6 +97,7 @@ class SequentialAgent:
         """One forward of `prefills` (blocks the inputs read, written in the same forward; their views closed after)
         and `inputs`; the inputs' logits."""
         result, seconds = measured(self.runner.forward, [*prefills, *inputs])
+        seconds, self.encode_s = seconds + self.encode_s, 0.0
         for x in prefills:
             x.view.close()
         self.stats.steps += 1

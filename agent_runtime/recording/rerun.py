@@ -49,7 +49,7 @@ def recorded_step_costs(events: list[Event], source: str) -> list[float]:
 # re-run as they ran.
 LEGACY_ENGINE = {"hold_counts": False, "decision_cadence": "frame", "action_log_in_view": None,
                  "signed_bearings": False, "action_frames_in_view": None, "hold_count_text": "spaced",
-                 "think_while_deciding": True, "frame_line": "seen"}
+                 "think_while_deciding": True, "frame_line": "seen", "frame_source": "labels"}
 
 
 def with_legacy_engine(config: dict) -> dict:
@@ -127,6 +127,10 @@ def _play_again(recording: Recording, config, costs: list[float], env_seed: int,
     except Exception as e:  # an unknown scenario, a broken .cfg or WAD
         raise UserError(f"{source}: cannot start scenario {config.scenario}: {first_line(e)}") from None
     with runtime:
+        detector = manifest.extra.get("detector_hash")
+        if detector is not None and runtime.frame_encoder.weights_hash != detector:
+            raise UserError(f"{source}: the frame lines were written by screen detector {detector}, but this one is "
+                            f"{runtime.frame_encoder.weights_hash} (engine.detector); a rerun needs the very same one")
         user_script = user_script_from_events(recording.events, runtime.grammar)
         max_tics = manifest.extra.get("max_tics")
         run_llm_episode(runtime.env, runtime, seed=env_seed, agent_seed=agent_seed, fixed_cost=fixed_cost, bus=bus,

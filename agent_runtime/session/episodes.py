@@ -47,7 +47,7 @@ def play_episodes(args, config, player, env, record_root: Path | None, guard,
             signals.check()
             seed = config.seed + index
             if env is None:
-                env = open_env(config, seed)
+                env = open_env(config, seed, args.policy)
             played, env = env, None  # play_episode closes it, whatever happens
             try:
                 result = play_episode(player, played, seed, index, record_root, guard)
@@ -66,10 +66,12 @@ def play_episodes(args, config, player, env, record_root: Path | None, guard,
     return lost
 
 
-def open_env(config, seed: int) -> DoomEnv:
-    """A DoomEnv for one episode; the constructor seed is what a baseline's new_episode() uses."""
+def open_env(config, seed: int, policy: str) -> DoomEnv:
+    """A DoomEnv for one episode; the constructor seed is what a baseline's new_episode() uses. The label buffer is
+    on for the baselines (they aim by it) and for a model that reads frame lines from labels, off for pixels."""
+    labels = policy not in MODEL_POLICIES or config.engine.frame_source == "labels"
     try:
-        return DoomEnv(config.scenario, resolution=config.resolution, clock=config.clock, seed=seed)
+        return DoomEnv(config.scenario, resolution=config.resolution, clock=config.clock, seed=seed, labels=labels)
     except (ValueError, OSError) as e:
         raise UserError(f"cannot start scenario {config.scenario}: {e}") from None
     except Exception as e:  # the engine's own exceptions (a broken .cfg or WAD)
@@ -162,7 +164,8 @@ class ModelPlayer:
     def manifest(self, seed: int, index: int):
         return episode_manifest(self.config, policy=self.args.policy, env_seed=seed, agent_seed=seed, index=index,
                                 model_spec=self.spec, loaded=self.loaded, model_seed=MODEL_SEED, fixed_cost=self.fixed,
-                                think_tokens=self.think_tokens, max_tics=self.args.max_tics, bounds=self.bounds)
+                                think_tokens=self.think_tokens, max_tics=self.args.max_tics, bounds=self.bounds,
+                                frame_encoder=self.runtime.frame_encoder)
 
     def play(self, env, seed: int, recording) -> dict:
         t0 = time.monotonic()
@@ -177,6 +180,7 @@ class ModelPlayer:
             played = RecordedEnv(env, recording, emit_actions=False) if recording is not None else env
             result = run_sequential_episode(played, self.runtime, think_tokens=self.think_tokens, **common)
         result.pop("reaction_samples_ms", None)
+        result.pop("frame_encode_samples_ms", None)
         result.update(scenario=env.scenario, policy=self.args.policy, seed=seed, model=self.loaded.model_id,
                       threads=self.loaded.cpu.threads, cpu_path=self.loaded.cpu.name,
                       adapter=self.loaded.adapter.hash if self.loaded.adapter else None, wall_s=time.monotonic() - t0)

@@ -142,7 +142,8 @@ def run_live(env: DoomEnv, runtime, *, seconds: float | None = None, voice=None,
     speaker = voice if voice is not None else printed
     agent = MultiStreamAgent(runtime.runner, runtime.tokenizer, runtime.grammar, generation, engine=config.engine,
                              budgets=config.budgets, scenario=env.scenario, commentary=speaker is not None,
-                             on_sentence=speaker.say if speaker is not None else None, bus=bus, notify=notify)
+                             on_sentence=speaker.say if speaker is not None else None, bus=bus, notify=notify,
+                             frame_encoder=runtime.frame_encoder)
     inputs = LiveInputs(runtime.grammar, typed=typed, voice=voice, printed=printed)
     loop = SessionLoop(world, agent, executor, inputs=inputs, bus=bus, progress=progress, store=runtime.store)
 
@@ -170,6 +171,7 @@ def run_live(env: DoomEnv, runtime, *, seconds: float | None = None, voice=None,
             voice.close()
     result = loop.result()
     result.pop("reaction_samples_ms")
+    result.pop("frame_encode_samples_ms")
     if voice is not None:
         result["voice_device_losses"] = voice.devices.losses
     return result

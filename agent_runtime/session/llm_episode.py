@@ -23,7 +23,8 @@ def run_llm_episode(env: DoomEnv, runtime: Runtime, *, seed: int | None = None, 
         env, SessionClock(fixed_cost, replay_costs=replay_costs), bounds,
         lambda generation: MultiStreamAgent(runtime.runner, runtime.tokenizer, runtime.grammar, generation,
                                             engine=engine, budgets=config.budgets, scenario=env.scenario,
-                                            seed=agent_seed, on_decision=on_decision, bus=bus),
+                                            seed=agent_seed, on_decision=on_decision, bus=bus,
+                                            frame_encoder=runtime.frame_encoder),
         inputs=ScriptedInputs(user_script, runtime.grammar) if user_script else None, bus=bus, progress=progress,
         store=runtime.store, record_path=record_path, seed=seed, max_tics=max_tics)
     result["max_action_age_ms"] = bounds.max_action_age_ms  # what fenced the actions (auto: resolved here)

@@ -5,10 +5,14 @@ What stays loaded across episodes lives here; each episode gets its own world, a
 
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from pathlib import Path
 
+from envs.detector_training import DetectorWeightsError
 from envs.doom_env import DoomEnv
+from envs.frame_encoders import frame_encoder
 
 from agent_runtime.control.action_grammar import ActionGrammar
+from agent_runtime.errors import UserError
 from agent_runtime.model.adapters import view_mismatch
 from agent_runtime.config import RunConfig
 from agent_runtime.engine.kv_block_store import KVBlockStore
@@ -18,6 +22,18 @@ from agent_runtime.engine.model_runner import ModelRunner
 from agent_runtime.session.time_bounds import AUTO, TimeBounds, decision_step_cost_ms
 
 
+SHIPPED_DETECTOR = Path(__file__).parents[1] / "trained" / "screen-detector" / "detector.safetensors"
+
+
+def open_frame_encoder(engine):
+    """engine.frame_source's encoder; pixels loads engine.detector's weights (null: the shipped ones). A missing or
+    damaged weights file is a UserError (one line)."""
+    try:
+        return frame_encoder(engine.frame_source, engine.detector or SHIPPED_DETECTOR)
+    except DetectorWeightsError as e:
+        raise UserError(str(e)) from None
+
+
 @dataclass
 class Runtime(AbstractContextManager):  # `with Runtime.open(...) as runtime:` closes the env it opened
     loaded: LoadedModel
@@ -25,6 +41,7 @@ class Runtime(AbstractContextManager):  # `with Runtime.open(...) as runtime:` c
     runner: ModelRunner
     grammar: ActionGrammar
     config: RunConfig
+    frame_encoder: object = None  # what writes frame lines (engine.frame_source): envs/frame_encoders.py
     env: object = None  # the DoomEnv Runtime.open opened (closed with the runtime), else None
     _bounds: dict = field(default_factory=dict, repr=False)  # resolved TimeBounds per clock
 
@@ -50,8 +67,9 @@ class Runtime(AbstractContextManager):  # `with Runtime.open(...) as runtime:` c
     def open(cls, config: RunConfig, *, model: str | None = None, loaded: LoadedModel | None = None, env=None,
              scenario: str | None = None, clock: str = "sync", env_seed: int | None = None, threads: int | None = None,
              adapter: str | None = None, seed: int = 0, window: bool = False, device: str = "cpu",
-             announce: bool = True, warn: bool = True) -> "Runtime":
-        """model/adapter/threads default to the config's; env: play on this DoomEnv instead of opening one."""
+             announce: bool = True, warn: bool = True, labels: bool | None = None) -> "Runtime":
+        """model/adapter/threads default to the config's; env: play on this DoomEnv instead of opening one, else one
+        with the label buffer on when `labels` (None: when the frame lines come from it)."""
         if loaded is None:
             loaded = load_for_cpu(model or config.model.path, dtype=config.model.dtype,
                                   threads=threads or config.model.threads, seed=seed, announce=announce, warn=warn,
@@ -60,7 +78,8 @@ class Runtime(AbstractContextManager):  # `with Runtime.open(...) as runtime:` c
         owned = None
         if env is None:
             env = owned = DoomEnv(scenario or config.scenario, resolution=config.resolution, clock=clock,
-                                  seed=config.seed if env_seed is None else env_seed, window=window)
+                                  seed=config.seed if env_seed is None else env_seed, window=window,
+                                  labels=config.engine.frame_source == "labels" if labels is None else labels)
         try:
             runtime = cls.build(loaded, config, env.buttons, scenario=env.scenario, device=device)
         except BaseException:
@@ -85,7 +104,7 @@ class Runtime(AbstractContextManager):  # `with Runtime.open(...) as runtime:` c
         grammar = ActionGrammar(buttons, loaded.tokenizer, scenario=scenario,
                                 default_tics=config.engine.action_hold_tics, hold_counts=config.engine.hold_counts,
                                 count_text=config.engine.hold_count_text)
-        return cls(loaded, store, runner, grammar, config)
+        return cls(loaded, store, runner, grammar, config, open_frame_encoder(config.engine))
 
     def close(self) -> None:
         if self.env is not None:

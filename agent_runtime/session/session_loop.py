@@ -115,6 +115,7 @@ class SessionLoop:
             **self.executor.stats.summary(),
             **{key: getattr(stats, key, 0) for key in AGENT_COUNTS},
             "engine_steps": getattr(stats, "steps", 0),
+            "frame_encode_samples_ms": list(getattr(stats, "frame_encode_ms", [])),
             "user_actions": t.user_actions,
             "session_ms": session_ms,
             "seconds": session_ms / 1000.0,

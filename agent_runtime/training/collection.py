@@ -17,7 +17,7 @@ def open_runtime(args, threads: int | None, *, announce: bool = True):
     CPUs Ray reserved for it)."""
     config = from_args(args)
     runtime = Runtime.open(config, model=args.model, threads=threads, adapter=args.adapter, env_seed=args.seed,
-                           announce=announce, device=args.device)
+                           announce=announce, device=args.device, labels=True)  # the expert labels from them
     loaded = runtime.loaded
     return runtime, {
         "scenario": args.scenario, "buttons": list(runtime.env.buttons), "model_id": loaded.model_id,

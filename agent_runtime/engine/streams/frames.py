@@ -6,23 +6,28 @@ counted. A frame block attends only to itself; the own status gets a block only 
 
 from collections import deque
 
-from envs.observation_text import encode_seen, encode_status
+from envs.frame_encoders import LabelEncoder
+from envs.observation_text import encode_status
 
 from agent_runtime.engine.kv_block_store import Block
 from agent_runtime.engine.model_runner import StreamInput
 from agent_runtime.engine.prompts import FRAME_PREFIX, STATUS_PREFIX, encode
 from agent_runtime.recording.recording import screen_hash
 from agent_runtime.engine.streams.stream import StepPlan, Stream
+from agent_runtime.session.clocks import measured
 from agent_runtime.session.sync_world import TimedFrame
 from agent_runtime.session.time_bounds import TimeBounds
 from agent_runtime.engine.view import View
 from agent_runtime.session.events import Kind
 
+LABELS = LabelEncoder()
 
-def frame_line(timed: TimedFrame, signed: bool, aimed: bool) -> str:
-    """A frame block's text, as engine.signed_bearings and engine.frame_line write it (the baselines read the same)."""
-    return FRAME_PREFIX + encode_seen(timed.frame, signed=signed, aim_order=aimed,
-                                      turned=timed.turn_in_flight if aimed else 0.0)
+
+def frame_line(timed: TimedFrame, signed: bool, aimed: bool, encoder=LABELS) -> str:
+    """A frame block's text, as engine.signed_bearings, engine.frame_line and engine.frame_source write it (the
+    baselines read the same); encoder: envs/frame_encoders.py's, from the labels or from the screen."""
+    return FRAME_PREFIX + encoder.seen(timed.frame, signed=signed, aim_order=aimed,
+                                       turned=timed.turn_in_flight if aimed else 0.0)
 
 
 def status_line(frame) -> str:
@@ -33,9 +38,10 @@ def status_line(frame) -> str:
 class FrameStream(Stream):
     role = "frame"
 
-    def __init__(self, ctx, bounds: TimeBounds, *, listened, signed: bool = False, aimed: bool = False):
+    def __init__(self, ctx, bounds: TimeBounds, *, listened, signed: bool = False, aimed: bool = False,
+                 encoder=LABELS):
         super().__init__(ctx)
-        self.bounds, self.listened, self.signed, self.aimed = bounds, listened, signed, aimed
+        self.bounds, self.listened, self.signed, self.aimed, self.encoder = bounds, listened, signed, aimed, encoder
         self.pending: deque[TimedFrame] = deque()
         self.in_view: deque[TimedFrame] = deque()  # the frames section's blocks' frames, oldest first
         self.status_text: str | None = None  # what the newest status block says
@@ -77,7 +83,9 @@ class FrameStream(Stream):
             self.status_text = status
             block, status_tokens = self._prefill(plan, "status", status, "status")
             self.sections.add("status", block)
-        line = frame_line(timed, self.signed, self.aimed)
+        line, encode_s = measured(frame_line, timed, self.signed, self.aimed, self.encoder)
+        plan.compute_s += encode_s  # the detector's forward is reaction time like the model's
+        self.stats.frame_encode_ms.append(round(encode_s * 1000.0, 3))
         block, tokens = self._prefill(plan, f"frame{timed.frame.tic}", line, "frame")
         plan.budget -= tokens + status_tokens
         self.in_view.append(timed)
@@ -86,7 +94,8 @@ class FrameStream(Stream):
             self.in_view.popleft()
         self.stats.frames_prefilled += 1
         self.emit(Kind.FRAME_PREFILLED, "frames", tic=timed.frame.tic, sim_ms=plan.now_ms,
-                  age_ms=plan.now_ms - timed.read_ms, tokens=tokens, status_tokens=status_tokens)
+                  age_ms=plan.now_ms - timed.read_ms, tokens=tokens, status_tokens=status_tokens,
+                  encode_ms=round(encode_s * 1000.0, 3))
 
     def _prefill(self, plan: StepPlan, label: str, text: str, role: str) -> tuple[Block, int]:
         """A row prefilling `text` into a new block of its own (its creation hold is the caller's); its tokens."""

@@ -41,6 +41,7 @@ class StepPlan:
     budget: int = 0
     rows: list[Row] = field(default_factory=list)
     deciding: bool = False  # the action stream decides (or walks a command) in this step; it schedules first
+    compute_s: float = 0.0  # compute a stream spent outside the forward (the frame encoder): charged with it
 
     def add(self, stream: "Stream", inp: StreamInput, *, role: str | None = None, scratch: bool = False) -> None:
         self.rows.append(Row(stream, role or stream.role, inp, scratch))
