@@ -35,8 +35,7 @@ def shipped_adapter(scenario: str | None) -> Path:
 
 def resolve_adapter(requested: str | None, model_spec: str | None, scenario: str | None = None) -> str | None:
     """The adapter directory to merge, or None. "default": the shipped adapter for `scenario` on the embedded model
-    (model_spec None) and none on any other weights, which it was not trained on; "none" or None: none; else a
-    path."""
+    (model_spec None) and none on any other weights, which it was not trained on; "none" or None: none; else a path."""
     if requested in (None, "none"):
         return None
     if requested == DEFAULT:

@@ -68,8 +68,7 @@ def _cpu_flags() -> tuple[set[str], str]:
         text = Path("/proc/cpuinfo").read_text()
     except OSError:
         return set(), platform.processor()
-    flags: set[str] = set()
-    name = ""
+    flags, name = set(), ""
     for line in text.splitlines():
         key, _, value = line.partition(":")
         key = key.strip()
@@ -270,9 +269,8 @@ def _read_cached(path: Path) -> dict | None:
     """The cached timings, or None when absent or unreadable (then the probe runs again)."""
     try:
         data = json.loads(path.read_text())
-        timings = data["timings"]
         return {d: {k: {int(r): float(t) for r, t in rows.items()} for k, rows in ks.items()}
-                for d, ks in timings.items()} if data.get("version") == PROBE_VERSION else None
+                for d, ks in data["timings"].items()} if data.get("version") == PROBE_VERSION else None
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
 
@@ -290,8 +288,7 @@ _MEASURED: dict[tuple, tuple[dict, str]] = {}  # (features, threads) -> (timings
 
 def cpu_path(*, dtype: str = "auto", threads: int | None = None) -> CpuPath:
     """Probe (or read the cache) and decide. `dtype` as config and CLI checked it; `threads` None: the cores free."""
-    features = detect_features()
-    n = threads or free_cores()
+    features, n = detect_features(), threads or free_cores()
     key = (features, n)
     if key not in _MEASURED:
         cache = cache_dir() / "cpu-probe" / f"{_cache_key(features, n)}.json"

@@ -60,8 +60,7 @@ def _weight_hash(model: torch.nn.Module, *, any_precision: bool = False) -> str:
         flat = p.detach().reshape(-1)
         sample = flat[:: max(1, flat.numel() // 4096)]
         sample = (sample.to(torch.bfloat16) if any_precision else sample).float().cpu().numpy().tobytes()
-        h.update(name.encode())
-        h.update(sample)
+        h.update(name.encode() + sample)
     return h.hexdigest()[:16]
 
 
@@ -190,8 +189,7 @@ def check_supported(config) -> None:
         raise UserError(f"model type '{mtype}' is unsupported by the view attention runner (supported: "
                         f"{', '.join(SUPPORTED_MODEL_TYPES)}); Gemma3's per-layer sliding window and local RoPE are "
                         "not honored yet")
-    layer_types = getattr(config, "layer_types", None) or []
-    if any(t != "full_attention" for t in layer_types):
+    if any(t != "full_attention" for t in getattr(config, "layer_types", None) or []):
         raise UserError(f"model '{mtype}' uses sliding-window layers, which the view attention runner does not honor yet")
 
 
@@ -299,7 +297,6 @@ def load_model(spec: str | None = None, *, dtype: str = "auto", seed: int = 0, t
     base_hash = info.base_weight_hash if merged else _weight_hash(model, any_precision=True)
     if info is not None and not merged:
         model = merge_adapter(model, info, base_hash)
-    model.eval()
-    model.requires_grad_(False)
+    model.eval().requires_grad_(False)
     return LoadedModel(model=model, tokenizer=tok, model_id=model_id, weight_hash=_weight_hash(model),
                        adapter=info, base_weight_hash=base_hash)

@@ -110,8 +110,7 @@ def _branches_pass(model, cache, mask, last_positions, branches: list[tuple[int,
     """Each branch (a command's prefix) continued after every view from the views' cache: [B, P, width, V] logits,
     row k predicting the branch's token k + 1 (rows past a short branch are padding)."""
     views, n = mask.shape[0], len(branches)
-    width = max(len(b) for b in branches)
-    device = mask.device
+    width, device = max(len(b) for b in branches), mask.device
     cache.batch_repeat_interleave(n)  # view-major: view 0's branches, then view 1's, ...
     ids = torch.tensor([list(b) + [pad_id] * (width - len(b)) for b in branches] * views, device=device)
     full_mask = torch.cat([mask.repeat_interleave(n, dim=0), torch.ones(views * n, width, dtype=mask.dtype,

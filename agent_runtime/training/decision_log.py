@@ -42,8 +42,7 @@ def read_episodes(directory: str | Path) -> list[dict]:
     path = Path(directory) / EPISODES
     if not path.is_file():
         return []
-    out = []
-    lines = path.read_bytes().split(b"\n")
+    out, lines = [], path.read_bytes().split(b"\n")
     for number, raw in enumerate(lines, 1):
         if not raw.strip():
             continue

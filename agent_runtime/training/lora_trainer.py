@@ -95,9 +95,7 @@ def evaluate(model, examples: list[Example], candidates: Candidates, *, batch: i
     """Held-out accuracy (the exact candidate, hold included) overall and per expert command, and of the command
     alone (any hold)."""
     model.eval()
-    hits: Counter = Counter()
-    totals: Counter = Counter()
-    same_command = 0
+    hits, totals, same_command = Counter(), Counter(), 0
     for i in range(0, len(examples), batch):
         chunk = examples[i : i + batch]
         predicted = candidate_scores(model, [e.tokens for e in chunk], candidates, pad_id=pad_id,
