@@ -24,8 +24,7 @@ COMMENTARY = (
 USER_PHRASES = ("stop", "turn left", "turn right", "shoot", "go back")
 
 
-def run_interrupt_bench(barge_ins: int = 20, mode: str = "immediate", seed: int = 0,
-                        progress=default_progress) -> dict:
+def run_interrupt_bench(barge_ins: int = 20, mode: str = "immediate", seed: int = 0, progress=default_progress) -> dict:
     """Inject `barge_ins` barge-ins into real-time commentary; returns the summary (JSON-ready) and per-trial rows."""
     rng = np.random.default_rng(seed)
     phrases = synthesize_phrases(USER_PHRASES)

@@ -49,8 +49,7 @@ class ScriptedMicrophone(ArrayMicrophone):
 
     def __init__(self, seed: int):
         super().__init__(np.random.default_rng(seed).normal(0.0, 3e-4, 32 * MIC_BLOCK), None)  # ~1 s of low noise
-        self._pending = np.zeros(0, np.float32)
-        self._lock = threading.Lock()
+        self._pending, self._lock = np.zeros(0, np.float32), threading.Lock()
         self.t_origin: float | None = None  # when block 0 was due on the pump's schedule
 
     @property

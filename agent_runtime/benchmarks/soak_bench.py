@@ -297,10 +297,9 @@ def plot_soak(result: dict, path, title: str) -> None:
     """RSS, KV pages and latencies over the session, fifth boundaries dotted."""
     samples = np.asarray(result["samples"], float).reshape(-1, 3)
     fig, (ax1, ax2, ax3) = subplots(3, 1, figsize=(8, 7), dpi=110, sharex=True)
-    ax1.plot(samples[:, 0] / 60, samples[:, 1], color="tab:red", lw=1)
-    ax1.set_ylabel("process RSS (MB)")
-    ax2.plot(samples[:, 0] / 60, samples[:, 2], color="tab:blue", lw=1)
-    ax2.set_ylabel("KV pages in use")
+    for ax, col, color, label in ((ax1, 1, "tab:red", "process RSS (MB)"), (ax2, 2, "tab:blue", "KV pages in use")):
+        ax.plot(samples[:, 0] / 60, samples[:, col], color=color, lw=1)
+        ax.set_ylabel(label)
     reaction = np.asarray(result["reaction_series"], float).reshape(-1, 2)
     ax3.plot(reaction[:, 0] / 60, reaction[:, 1], ".", ms=2, color="tab:gray", label="reaction (frame age)")
     barge = [(t["t_s"], t["onset_to_silence_ms"]) for t in result["trials"] if t["onset_to_silence_ms"] is not None]

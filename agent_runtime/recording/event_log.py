@@ -79,8 +79,7 @@ def parse_event_log(data: bytes, source: str = EVENTS_FILE) -> tuple[list[Event]
     complete_last = lines[-1] == b""  # the file ends with a newline
     if complete_last:
         lines.pop()
-    events: list[Event] = []
-    problems: list[str] = []
+    events, problems = [], []
     for number, raw in enumerate(lines, start=1):
         if not raw.strip(b" \t\r"):
             continue  # blank lines carry nothing

@@ -28,8 +28,7 @@ class WriteGuard:
 
     def __init__(self, policy: str = "continue", notify: Notify | None = None):
         """policy: --on-disk-full's "continue" or "stop" (argparse checked it)."""
-        self.policy = policy
-        self.notify = notify or warning_line
+        self.policy, self.notify = policy, notify or warning_line
         self.error: str | None = None  # "cannot write PATH: REASON", once a write failed
         self._lock = threading.Lock()
 
@@ -59,8 +58,7 @@ class GuardedFile:
     write goes to the guard (default: its own, "continue") and ends the file there. Thread-safe."""
 
     def __init__(self, path: str | Path, mode: str, what: str, guard: WriteGuard | None = None):
-        self.path = Path(path)
-        self.guard = guard or WriteGuard()
+        self.path, self.guard = Path(path), guard or WriteGuard()
         self.n_written = 0  # the writes that went through whole
         self._lock = threading.Lock()
         try:
