@@ -4,7 +4,6 @@ Ray is imported here and only here. Each worker's CPUs are decided up front so w
 that cannot get them is one clear error, not a hang.
 """
 
-import os
 import signal
 import socket
 import threading
@@ -13,6 +12,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from agent_runtime.errors import UserError, first_line
+from agent_runtime.model.cpu_path import allowed_cores
 
 LOCAL_OBJECT_STORE_BYTES = 256 * 1024 * 1024  # results are small dicts: do not reserve GBs of /dev/shm
 CONNECT_TIMEOUT_S = 5.0
@@ -61,7 +61,7 @@ def _init(ray, address: str | None) -> None:
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     kwargs = dict(include_dashboard=False, log_to_driver=False, logging_level="ERROR")
     if address is None:
-        kwargs.update(num_cpus=_local_cpus(), object_store_memory=LOCAL_OBJECT_STORE_BYTES)
+        kwargs.update(num_cpus=allowed_cores(), object_store_memory=LOCAL_OBJECT_STORE_BYTES)  # what a local Ray offers
     try:
         for tries_left in range(LOCAL_START_TRIES - 1, -1, -1):
             try:
@@ -80,11 +80,6 @@ def _init(ray, address: str | None) -> None:
                 if handler is not None:
                     signal.signal(sig, handler)
             signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-
-
-def _local_cpus() -> int:
-    """The cores this process may run on (cpu_path.allowed_cores, without importing torch): what a local Ray offers."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def _errors_to_stderr() -> None:
@@ -121,7 +116,7 @@ def connect(address: str | None, workers: int, threads: int | None = None):
     if address:
         _check_reachable(address)
     else:
-        _cpus_per_worker(_local_cpus(), workers, threads, "this machine")  # a bad --workers fails before Ray starts
+        _cpus_per_worker(allowed_cores(), workers, threads, "this machine")  # a bad --workers fails before Ray starts
     try:
         import ray
     except ImportError:
