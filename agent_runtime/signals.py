@@ -25,8 +25,7 @@ class Interrupted(KeyboardInterrupt):
     """A stop was asked for by SIGINT or SIGTERM; exit_code is 128 + the signal number (130, 143)."""
 
     def __init__(self, signum: int):
-        self.signum = signum
-        self.exit_code = 128 + signum
+        self.signum, self.exit_code = signum, 128 + signum
         self.reason = REASONS.get(signum, "interrupted")
         super().__init__(f"{self.reason} by {signal.Signals(signum).name}")
 

@@ -26,8 +26,7 @@ USER_PHRASES = ("stop", "turn left", "turn right", "shoot", "go back")
 
 def run_interrupt_bench(barge_ins: int = 20, mode: str = "immediate", seed: int = 0, progress=default_progress) -> dict:
     """Inject `barge_ins` barge-ins into real-time commentary; returns the summary (JSON-ready) and per-trial rows."""
-    rng = np.random.default_rng(seed)
-    phrases = synthesize_phrases(USER_PHRASES)
+    rng, phrases = np.random.default_rng(seed), synthesize_phrases(USER_PHRASES)
     bus = EventBus("interrupt", clock="realtime")
     voice, mic, speaker = open_voice(phrases, mode=mode, seed=seed, bus=bus, keep=None)
     voice.start()
@@ -54,8 +53,7 @@ def _one_trial(rng, phrases, voice, mic, speaker) -> BargeInTrial:
         voice.tts.say(sentence)
     wait_until(lambda: speaker.audible, 5.0)
     first = next((b for b in list(speaker.blocks) if b.t >= said and not b.silent), None)
-    phrase = USER_PHRASES[int(rng.integers(len(USER_PHRASES)))]
-    offset = float(rng.uniform(0.3, 1.6))
+    phrase, offset = USER_PHRASES[int(rng.integers(len(USER_PHRASES)))], float(rng.uniform(0.3, 1.6))
     time.sleep(max(0.0, (first.t if first else time.monotonic()) + offset - time.monotonic()))
     trial = BargeInTrial(phrase, round(offset, 3))
     if first is not None:

@@ -93,8 +93,7 @@ class KVBench:
     def view_vs_contiguous(self) -> dict:
         from transformers import DynamicCache
 
-        tokens = _tokens(self.rng, self.context)
-        per = self.context // self.blocks
+        tokens, per = _tokens(self.rng, self.context), self.context // self.blocks
         blocks = []
         for i in range(self.blocks):
             blocks.append(self._block(f"ctx{i}", tokens[i * per : (i + 1) * per], blocks))
@@ -201,8 +200,7 @@ def kernel_vs_sdpa(*, views: int = 8, keys: int = 2048, chunks: int = 8, q_heads
     scattered over the cache in place. Achieved bandwidth = bytes of K and V read / kernel time."""
     from attention_kernels.view_attention_triton import view_attention_triton
 
-    gen = torch.Generator().manual_seed(0)
-    per = keys // chunks
+    gen, per = torch.Generator().manual_seed(0), keys // chunks
     n_slots = views * keys * 2
     k_cache, v_cache = [torch.randn(n_slots, kv_heads, head_dim, generator=gen).to(device, dtype) for _ in range(2)]
     perm = torch.randperm(n_slots // per, generator=gen)[: views * chunks] * per  # scattered chunk starts
@@ -218,8 +216,7 @@ def kernel_vs_sdpa(*, views: int = 8, keys: int = 2048, chunks: int = 8, q_heads
     idx = torch.cat([torch.arange(s, s + per) for chunks_ in view_chunks for s, _, _, _ in chunks_]).to(device)
     k_contig, v_contig = [c[idx].view(views, keys, kv_heads, head_dim).transpose(1, 2).contiguous()
                           for c in (k_cache, v_cache)]
-    q4 = q.view(views, q_heads, 1, head_dim)
-    scale = head_dim ** -0.5
+    q4, scale = q.view(views, q_heads, 1, head_dim), head_dim ** -0.5
 
     ours = view_attention_triton(q, k_cache, v_cache, layout, inv_freq, scale)
     ref = F.scaled_dot_product_attention(q4, k_contig, v_contig, scale=scale, enable_gqa=True).view_as(ours)

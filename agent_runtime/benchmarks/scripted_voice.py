@@ -155,8 +155,7 @@ def speak(voice: VoiceIO, mic: ScriptedMicrophone, audio: np.ndarray, *, timeout
     """Say `audio` into the microphone and wait until it is heard out and the barge-in controller settled (None:
     `stopped()` came true first)."""
     controller, pipeline = voice.controller, voice.pipeline
-    n_records = len(controller.records)
-    onset_sample = mic.say(audio)
+    n_records, onset_sample = len(controller.records), mic.say(audio)
     onset = mic.sample_time(onset_sample)
     settled = wait_until(lambda: stopped() or (
         not mic.injecting and not pipeline.vad.in_speech

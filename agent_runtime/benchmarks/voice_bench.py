@@ -36,8 +36,7 @@ def run_voice_bench(env, runtime, *, commands: int, seed: int = 0, mode: str = "
     usable = [(p, c) for p, c in PHRASES.items() if c in env.buttons]  # what the scenario can do
     script = [usable[i] for i in np.random.default_rng(seed).integers(0, len(usable), commands)]  # (phrase, command)
     track, spans = synthesize_script(script)
-    voice = VoiceIO(SessionGeneration(), mode=mode, mic_samples=track)
-    bus = EventBus()
+    voice, bus = VoiceIO(SessionGeneration(), mode=mode, mic_samples=track), EventBus()
     seconds = len(track) / MIC_RATE + 0.5
     progress(f"speaking {commands} commands over {seconds:.0f} s of real-time play")
     with bench_bar(seconds, "voice", "s"):  # the game's seconds: 35 tics each in real time

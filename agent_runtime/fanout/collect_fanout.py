@@ -67,8 +67,7 @@ def run_collect(args: argparse.Namespace, out: Path) -> int:
     if first:
         stderr_line(f"resuming {out}: {first} episode(s) already collected")
     tasks = [Task(i, None, f"episode {i}") for i in range(first, args.episodes)]
-    writer = _OrderedWriter(out, first, len(tasks))
-    lost = []
+    writer, lost = _OrderedWriter(out, first, len(tasks)), []
     try:
         if tasks:
             lost, _, _ = run_on_ray(args, CollectJob(args), tasks, writer, command="collect", on_ready=writer.open)

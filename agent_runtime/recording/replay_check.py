@@ -50,8 +50,7 @@ def check_lmp_belongs(recording: Recording) -> None:
 def replayed_frames(recording: Recording) -> Iterator[Iterator]:
     """Frames of the recording's .lmp, replayed in a fresh sync DoomEnv of the manifest's scenario."""
     check_lmp_belongs(recording)
-    scenario = recording.manifest.scenario
-    resolution = str(recording.manifest.config.get("resolution", "160x120"))
+    scenario, resolution = recording.manifest.scenario, str(recording.manifest.config.get("resolution", "160x120"))
     try:
         env = DoomEnv(scenario, resolution=resolution, clock="sync")
     except ScenarioError as e:

@@ -151,8 +151,7 @@ def _draw_events(ax, shown, lane_y: dict) -> dict[str, tuple]:
         if style is None:
             continue
         lane, marker, color, legend = style
-        y = lane_y[lane]
-        size = 4 if kind in (Kind.TOKEN, Kind.ENGINE_STEP) else 8
+        y, size = lane_y[lane], 4 if kind in (Kind.TOKEN, Kind.ENGINE_STEP) else 8
         ax.plot([te.t], [y + LANE_OFFSETS.get(kind, 0.0)], marker=marker, color=color, markersize=size,
                 linestyle="none", zorder=3)
         used.setdefault(legend, (marker, color))

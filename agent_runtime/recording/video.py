@@ -102,8 +102,7 @@ class _AvWriter:
 
 def _open_writer(out: Path, size: tuple[int, int], fps: int, notify: Notify):
     """(writer, codec): .webm in VP9, else H.264, through PyAV; else OpenCV's VP9 or mp4v (said: browsers skip it)."""
-    cv2 = require("cv2", "video")
-    webm = out.suffix.lower() == ".webm"
+    cv2, webm = require("cv2", "video"), out.suffix.lower() == ".webm"
     encoder = VP9 if webm else H264
     with suppress(Exception):  # PyAV not installed (the [video] extra), its FFmpeg without the encoder, or not writable
         return _AvWriter(out, encoder, size, fps), encoder[2]

@@ -92,8 +92,7 @@ def _views_pass(model, views: list[list[int]], pad_id: int, isolated: list | Non
     cache over the views, its attention mask and each view's last position."""
     device = next(model.parameters()).device
     cache = DynamicCache(config=model.config)  # filled in place
-    as_cache = {_cache_keyword(model): cache}
-    shared = _shared_length(views, isolated)
+    as_cache, shared = {_cache_keyword(model): cache}, _shared_length(views, isolated)
     if shared:
         model(input_ids=torch.tensor([views[0][:shared]], device=device), logits_to_keep=1, use_cache=True, **as_cache)
         cache.batch_repeat_interleave(len(views))

@@ -67,8 +67,7 @@ class DecisionLog:
         decisions = self.dir / DECISIONS
         if decisions.exists() and decisions.stat().st_size > keep:
             os.truncate(decisions, keep)  # drop the unfinished episode's decisions
-        self._decisions = open(decisions, "ab")
-        self._episodes = open(self.dir / EPISODES, "a")
+        self._decisions, self._episodes = open(decisions, "ab"), open(self.dir / EPISODES, "a")
 
     def _check_manifest(self, manifest: dict) -> None:
         path = self.dir / MANIFEST

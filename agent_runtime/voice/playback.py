@@ -99,8 +99,7 @@ class PlaybackBuffer:
     def callback(self, outdata: np.ndarray, frames: int, time_info=None, status=None) -> None:
         """sounddevice output callback: fill one block, checking the generation first."""
         with self._cond:
-            block_start = time.monotonic()
-            out = np.zeros(frames, np.float32)
+            block_start, out = time.monotonic(), np.zeros(frames, np.float32)
             self._drop_stale(self.session.current)
             pos = 0
             if not self.paused:
