@@ -1,7 +1,9 @@
 """Gymnasium view of DoomEnv, so standard RL tooling (checkers, wrappers, vector envs) can drive the same game.
 
 Actions are Discrete: 0 = no button, then one entry per button (delta buttons get a + and a - entry).
-Observations are the RGB screen (H, W, 3) uint8; `info` carries tic, game variables and the text encoding.
+Observations are the RGB screen (H, W, 3) uint8. observation_mode "labels" (default): `info` carries tic, game
+variables and the text encoding the label buffer gives; "screen": the game runs without label and depth buffers, as a
+pixel-only environment, and `info` carries only the tic, kills and what the HUD shows (health, armor, ammo).
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ SCENARIO_IDS = {
     f"{NAMESPACE}/TakeCover-v0": "take_cover",
 }
 DELTA_STEP = 5.0  # value sent for one discrete step of a *_DELTA button (degrees for turning)
+OBSERVATION_MODES = ("labels", "screen")
+HUD_VARIABLES = ("HEALTH", "ARMOR", "SELECTED_WEAPON_AMMO", "AMMO2")  # what the status bar shows
 
 
 def action_table(buttons: tuple[str, ...]) -> list[tuple[str, dict[str, float]]]:
@@ -53,12 +57,17 @@ class DoomGymEnv(gym.Env):
         resolution: str = "160x120",
         episode_timeout_tics: int | None = None,
         render_mode: str | None = None,
+        observation_mode: str = "labels",
     ):
         if frame_skip < 1:
             raise ValueError("frame_skip must be >= 1")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"unsupported render_mode '{render_mode}'; use one of {self.metadata['render_modes']}")
-        self.doom = DoomEnv(scenario, resolution=resolution, clock="sync", episode_timeout_tics=episode_timeout_tics)
+        if observation_mode not in OBSERVATION_MODES:
+            raise ValueError(f"unknown observation_mode '{observation_mode}'; use one of {OBSERVATION_MODES}")
+        self.observation_mode = observation_mode
+        self.doom = DoomEnv(scenario, resolution=resolution, clock="sync", episode_timeout_tics=episode_timeout_tics,
+                            labels=observation_mode == "labels")
         self.frame_skip = frame_skip
         self.render_mode = render_mode
         self._actions = action_table(self.doom.buttons)
@@ -99,7 +108,9 @@ class DoomGymEnv(gym.Env):
 
     def _info(self, frame) -> dict[str, Any]:
         info: dict[str, Any] = {"tic": self.doom.tic, "kills": self.doom.kills}
-        if frame is not None:
+        if frame is not None and self.observation_mode == "screen":
+            info.update(tic=frame.tic, variables={k: v for k, v in frame.variables.items() if k in HUD_VARIABLES})
+        elif frame is not None:
             info.update(tic=frame.tic, variables=dict(frame.variables), text=encode_observation(frame))
         return info
 
