@@ -78,29 +78,24 @@ def _summarize(trials, mode, seed, playback, speaker, first_audio, wall_s) -> di
     p95 = detection["interrupt_to_silence_ms_p95"]
     block_ms = SPEAKER_BLOCK * 1000.0 / playback.sample_rate
     return {
-        "barge_ins": len(trials),
-        "mode": mode,
-        "seed": seed,
+        "barge_ins": len(trials), "mode": mode, "seed": seed,
         **{outcome: sum(t.outcome == outcome for t in trials) for outcome in ("interrupted", "resumed", "missed")},
         **detection,
         **stats("interrupt_to_silence_blocks", measured("detection_to_silence_blocks")),
         **stats("bump_to_silence_ms", measured("bump_to_silence_ms")),
         **stats("bump_to_silence_blocks", measured("bump_to_silence_blocks")),
         **stats("detection_to_bump_ms", measured("detection_to_bump_ms"), ("p50", "max")),
-        "target_p95_ms": TARGET_P95_MS,
-        "target_met": p95 is not None and p95 <= TARGET_P95_MS,
+        "target_p95_ms": TARGET_P95_MS, "target_met": p95 is not None and p95 <= TARGET_P95_MS,
         "late_chunks_discarded": playback.stats.discarded_stale,
         "chunks_dropped_too_old": playback.stats.discarded_late,
         "audible_blocks_after_silence": sum(t.audible_blocks_after_silence for t in trials),
         **stats("tts_first_audio_ms", [ms for ms in first_audio if ms is not None], ("p50", "max")),
         **stats("say_to_first_sound_ms", measured("say_to_first_sound_ms"), ("p50", "max")),
-        "playback_underruns": playback.stats.underruns,
-        "speaker_blocks": len(speaker.blocks),
+        "playback_underruns": playback.stats.underruns, "speaker_blocks": len(speaker.blocks),
         **stats("speaker_late_ms", [b.late_ms for b in speaker.blocks], ("p95", "max")),
         "speaker_block": {"frames": SPEAKER_BLOCK, "rate": playback.sample_rate, "ms": round(block_ms, 2)},
         "mic_block": {"frames": MIC_BLOCK, "rate": MIC_RATE, "ms": MIC_BLOCK * 1000.0 / MIC_RATE},
-        "wall_s": round(wall_s, 1),
-        "trials": [t.__dict__ for t in trials],
+        "wall_s": round(wall_s, 1), "trials": [t.__dict__ for t in trials],
     }
 
 

@@ -118,14 +118,10 @@ class KVBench:
             v.close()
         for b in blocks + [one]:
             self.store.release(b)
-        return {
-            "context_tokens": per * self.blocks,
-            "view8_step_ms": t["view8"].median * 1e3,
-            "view1_step_ms": t["view1"].median * 1e3,
-            "contiguous_step_ms": t["plain"].median * 1e3,
-            "view_vs_contiguous": t["view8"].median / t["plain"].median,
-            "view8_vs_view1": t["view8"].median / t["view1"].median,
-        }
+        return {"context_tokens": per * self.blocks, "view8_step_ms": t["view8"].median * 1e3,
+                "view1_step_ms": t["view1"].median * 1e3, "contiguous_step_ms": t["plain"].median * 1e3,
+                "view_vs_contiguous": t["view8"].median / t["plain"].median,
+                "view8_vs_view1": t["view8"].median / t["view1"].median}
 
     # (b) -------------------------------------------------------------------------------------------
     def drop_vs_recompute(self) -> dict:
@@ -229,8 +225,7 @@ def kernel_vs_sdpa(*, views: int = 8, keys: int = 2048, chunks: int = 8, q_heads
     bytes_read = 2 * views * keys * kv_heads * head_dim * k_cache.element_size()
     return {
         "views": views, "keys_per_view": keys, "chunks_per_view": chunks, "head_dim": head_dim,
-        "triton_us": t_triton * 1e6, "sdpa_contiguous_us": t_sdpa * 1e6,
-        "triton_vs_sdpa": t_triton / t_sdpa,
+        "triton_us": t_triton * 1e6, "sdpa_contiguous_us": t_sdpa * 1e6, "triton_vs_sdpa": t_triton / t_sdpa,
         "triton_gb_per_s": bytes_read / t_triton / 1e9, "sdpa_gb_per_s": bytes_read / t_sdpa / 1e9,
         "max_abs_diff": max_abs_diff,
     }

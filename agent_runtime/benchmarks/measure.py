@@ -32,13 +32,8 @@ def machine_info(model_id: str, threads: int, clock: str, device: str = "cpu", c
     """What every benchmark prints first and stores: the machine, and the CPU path it decided (`cpu`)."""
     return {
         "cpu": (cpu.features.model_name if cpu is not None else "") or platform.processor() or platform.machine(),
-        "cores": allowed_cores(),
-        "threads": threads,
-        "torch": torch.__version__,
-        "python": platform.python_version(),
-        "model": model_id,
-        "device": device,
-        "clock": clock,
+        "cores": allowed_cores(), "threads": threads, "torch": torch.__version__, "python": platform.python_version(),
+        "model": model_id, "device": device, "clock": clock,
         **({"cpu_path": cpu.name, "cpu_decision": cpu.describe()} if cpu is not None else {}),
     }
 

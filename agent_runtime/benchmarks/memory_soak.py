@@ -32,15 +32,10 @@ def run_memory_soak(env, runtime, *, frames: int, fixed_cost=None) -> dict:
     quarter = max(1, len(samples) // 4)
     early, late = samples[quarter: 2 * quarter], samples[-quarter:]
     return {
-        "frames": done,
-        "episodes": episodes,
-        "pool_capacity_pages": runtime.store.num_pages,
-        "pool_peak_pages": max(s[1] for s in samples),
-        "blocks_peak": max(s[2] for s in samples),
-        "rss_mb_early": max(s[3] for s in early),
-        "rss_mb_late": max(s[3] for s in late),
-        "rss_growth_mb": max(s[3] for s in late) - max(s[3] for s in early),
-        "_samples": samples,
+        "frames": done, "episodes": episodes, "pool_capacity_pages": runtime.store.num_pages,
+        "pool_peak_pages": max(s[1] for s in samples), "blocks_peak": max(s[2] for s in samples),
+        "rss_mb_early": max(s[3] for s in early), "rss_mb_late": max(s[3] for s in late),
+        "rss_growth_mb": max(s[3] for s in late) - max(s[3] for s in early), "_samples": samples,
     }
 
 

@@ -37,14 +37,11 @@ def _summary(episodes: list[dict], think_tokens: int) -> dict:
         # the fence they ran under (the multi-stream agent's auto bound as resolved; the others' own)
         "max_action_age_ms": max((e["max_action_age_ms"] for e in episodes if "max_action_age_ms" in e), default=None),
         "frames_dropped": sum(e["frames_dropped"] for e in episodes),
-        "kills": statistics.mean(e["kills"] for e in episodes),
-        "kills_per_episode": [e["kills"] for e in episodes],
+        "kills": statistics.mean(e["kills"] for e in episodes), "kills_per_episode": [e["kills"] for e in episodes],
         "reward": statistics.mean(e["reward"] for e in episodes),
         "thinker_tokens_per_s": sum(e["thinker_tokens"] for e in episodes) / session_s if session_s else 0.0,
         "actions_per_s": sum(e["decisions"] for e in episodes) / session_s if session_s else 0.0,
-        "think_tokens_per_cycle": think_tokens,
-        "samples": len(samples),
-        "_samples": samples,
+        "think_tokens_per_cycle": think_tokens, "samples": len(samples), "_samples": samples,
     }
 
 

@@ -56,11 +56,8 @@ def run_voice_bench(env, runtime, *, commands: int, seed: int = 0, mode: str = "
             from_end.append((act.t_mono - end_wall) * 1000.0)  # negative: acted before the phrase ended
             from_onset.append((act.t_mono - onset_wall) * 1000.0)
     return {
-        "commands": len(script),
-        "recognized_correctly": correct,
+        "commands": len(script), "recognized_correctly": correct,
         "recognition_accuracy": correct / len(script) if script else None,
-        **stats("speech_end_to_action_ms", from_end),
-        **stats("speech_onset_to_action_ms", from_onset),
-        "samples_ms": [round(x, 1) for x in from_end],
-        "live": result,
+        **stats("speech_end_to_action_ms", from_end), **stats("speech_onset_to_action_ms", from_onset),
+        "samples_ms": [round(x, 1) for x in from_end], "live": result,
     }
