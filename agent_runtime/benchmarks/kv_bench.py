@@ -214,13 +214,11 @@ def kernel_vs_sdpa(*, views: int = 8, keys: int = 2048, chunks: int = 8, q_heads
                           for c in (k_cache, v_cache)]
     q4, scale = q.view(views, q_heads, 1, head_dim), head_dim ** -0.5
 
-    ours = view_attention_triton(q, k_cache, v_cache, layout, inv_freq, scale)
-    ref = F.scaled_dot_product_attention(q4, k_contig, v_contig, scale=scale, enable_gqa=True).view_as(ours)
-    max_abs_diff = float((ours.float() - ref.float()).abs().max())
-    t = _interleaved({"triton": lambda: view_attention_triton(q, k_cache, v_cache, layout, inv_freq, scale),
-                      "sdpa": lambda: F.scaled_dot_product_attention(q4, k_contig, v_contig, scale=scale,
-                                                                     enable_gqa=True)},
-                     repeats, timer=_cuda_timed if device == "cuda" else measured)
+    triton = functools.partial(view_attention_triton, q, k_cache, v_cache, layout, inv_freq, scale)
+    sdpa = functools.partial(F.scaled_dot_product_attention, q4, k_contig, v_contig, scale=scale, enable_gqa=True)
+    ours = triton()
+    max_abs_diff = float((ours.float() - sdpa().view_as(ours).float()).abs().max())
+    t = _interleaved({"triton": triton, "sdpa": sdpa}, repeats, timer=_cuda_timed if device == "cuda" else measured)
     t_triton, t_sdpa = t["triton"].median, t["sdpa"].median
     bytes_read = 2 * views * keys * kv_heads * head_dim * k_cache.element_size()
     return {

@@ -273,11 +273,9 @@ def summarize(samples, sink: SoakEvents, trials: list[SoakTrial], t0: float, t1:
                          "barge_in_ms_p95_at_most": TARGET_BARGE_IN_P95_MS,
                          "last_fifth_p95_within_pct_of_first": TARGET_DRIFT_PCT}
     g, b95 = result["rss_growth_pct"], result["barge_in_ms_p95"]
-    flags = {
-        "passed_rss_growth": None if g is None else g < TARGET_RSS_GROWTH_PCT,
-        "passed_seq_gaps": result["seq_gaps"] == 0 and result["seq_duplicates"] == 0,
-        "passed_barge_in_p95": None if b95 is None else b95 <= TARGET_BARGE_IN_P95_MS,
-    }
+    flags = {"passed_rss_growth": None if g is None else g < TARGET_RSS_GROWTH_PCT,
+             "passed_seq_gaps": result["seq_gaps"] == 0 and result["seq_duplicates"] == 0,
+             "passed_barge_in_p95": None if b95 is None else b95 <= TARGET_BARGE_IN_P95_MS}
     for name in ("reaction", "barge_in"):
         a, b = result[f"{name}_ms_p95_first_fifth"], result[f"{name}_ms_p95_last_fifth"]
         flags[f"passed_{name}_drift"] = None if a is None or b is None else b <= a * (1.0 + TARGET_DRIFT_PCT / 100.0)

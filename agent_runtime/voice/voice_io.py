@@ -68,9 +68,8 @@ class VoiceIO:
         self.playback = PlaybackBuffer(session, sample_rate=SPEAKER_RATE)
         self.tts = TtsWorker(EspeakTts(session), sink=self._tts_sink, on_result=self._on_synthesis)
         self.commands: deque[VoiceCommand] = deque()
-        self.controller = BargeInController(session, self.playback, mode=mode,
-                                            on_interrupt=self._on_interrupt, on_command=self._on_command,
-                                            onset_cues=ONSET_CUES.get(mode, ()))
+        self.controller = BargeInController(session, self.playback, mode=mode, on_interrupt=self._on_interrupt,
+                                            on_command=self._on_command, onset_cues=ONSET_CUES.get(mode, ()))
         self._blocks: "queue.Queue[tuple[np.ndarray, float]]" = queue.Queue(maxsize=MAX_QUEUED_MIC_BLOCKS)
         self.mic_blocks_dropped, self._overrun = 0, False
         self._reset_listening, self._stop = threading.Event(), threading.Event()
