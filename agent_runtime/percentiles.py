@@ -8,6 +8,4 @@ import numpy as np
 
 def percentile(values: Sequence[float], q: float) -> float | None:
     """The q-th percentile (q in 0..100) of values, or None when there are none."""
-    if len(values) == 0:
-        return None
-    return float(np.percentile(np.asarray(values, float), q))
+    return None if len(values) == 0 else float(np.percentile(np.asarray(values, float), q))

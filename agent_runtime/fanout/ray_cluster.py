@@ -128,8 +128,7 @@ def connect(address: str | None, workers: int, threads: int | None = None):
             _init(ray, address)
         _errors_to_stderr()
         cpus_total = int(ray.cluster_resources().get("CPU", 0))
-        per = _cpus_per_worker(cpus_total, workers, threads)
-        yield Cluster(ray, address, cpus_total, per)
+        yield Cluster(ray, address, cpus_total, _cpus_per_worker(cpus_total, workers, threads))
     finally:
         if started_here:
             ray.shutdown()

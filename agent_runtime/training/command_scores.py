@@ -115,9 +115,8 @@ def _branches_pass(model, cache, mask, last_positions, branches: list[tuple[int,
     full_mask = torch.cat([mask.repeat_interleave(n, dim=0), torch.ones(views * n, width, dtype=mask.dtype,
                                                                         device=device)], dim=1)
     positions = last_positions.repeat_interleave(n).unsqueeze(1) + 1 + torch.arange(width, device=device)
-    logits = model(input_ids=ids, attention_mask=full_mask, position_ids=positions, logits_to_keep=width,
-                   use_cache=True, **{_cache_keyword(model): cache}).logits
-    return logits.view(views, n, width, -1)
+    return model(input_ids=ids, attention_mask=full_mask, position_ids=positions, logits_to_keep=width,
+                 use_cache=True, **{_cache_keyword(model): cache}).logits.view(views, n, width, -1)
 
 
 def _cache_keyword(model) -> str:
