@@ -23,7 +23,7 @@ DAGGER_ARGS     ?=
 DAGGER_SEED     ?= 1000
 DAGGER_TRAIN_ARGS ?=
 
-.PHONY: demo test test-cpu-paths test-cpu-avx2 test-cpu-avx512 test-parallel test-serial test-install dagger adapter adapters adapter-basic adapter-health_gathering install system-deps clean
+.PHONY: demo test test-cpu-paths test-cpu-avx2 test-cpu-avx512 test-parallel test-serial test-install dagger adapter adapters adapter-basic adapter-health_gathering detector install system-deps clean
 
 demo: install
 	$(VENV)/bin/agent-runtime episode --scenario defend_the_center --episodes 1
@@ -137,6 +137,19 @@ adapter-basic adapter-health_gathering: adapter-%: install
 	cp -r dagger-$*/adapter-round1 agent_runtime/trained/smollm2-doom-$*
 
 adapters: adapter adapter-basic adapter-health_gathering
+
+# The shipped screen detector (agent_runtime/trained/screen-detector: frame lines from pixels): screens of the
+# shipped scenarios under the expert and random play, seeds 5000+ (disjoint from bench play's 0-9), basic's short
+# episodes three times as often; each scenario's largest 20% of seeds held out for the manifest's scores.
+DETECTOR_DIR ?= detector-build
+DETECTOR_FILES := detector.safetensors manifest.json examples.png
+detector: install
+	$(VENV)/bin/agent-runtime collect-frames --out $(DETECTOR_DIR)/frames --episodes 20 --seed 5000
+	$(VENV)/bin/agent-runtime collect-frames --out $(DETECTOR_DIR)/frames --episodes 60 --seed 5000 --scenarios basic
+	$(VENV)/bin/agent-runtime train-detector --data $(DETECTOR_DIR)/frames --out $(DETECTOR_DIR)/detector
+	rm -rf agent_runtime/trained/screen-detector
+	mkdir -p agent_runtime/trained/screen-detector
+	cp $(addprefix $(DETECTOR_DIR)/detector/,$(DETECTOR_FILES)) agent_runtime/trained/screen-detector/
 
 install: $(STAMP)
 

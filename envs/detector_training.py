@@ -8,8 +8,10 @@ would name is false when no object of its class lies within 5 degrees of it.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -19,7 +21,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from envs.observation_text import MAX_OBJECTS, distance_band, object_words
-from envs.screen_dataset import ScreenSet
+from envs.screen_dataset import ScreenSet, data_hash, load_screens
 from envs.screen_detector import (BANDS, ScreenDetector, Targets, decode, detector_loss, screen_x_from_bearing,
                                   targets_from_objects)
 
@@ -32,12 +34,16 @@ class DetectorWeightsError(ValueError):
     """Weights that cannot be loaded; the message is one line that says what to do."""
 
 
+class HoldOutError(ValueError):
+    """A data set whose scenarios have too few seeds to hold some out."""
+
+
 @dataclass
 class DetectorSettings:
-    steps: int = 4000
+    steps: int = 8000
     batch: int = 32
     lr: float = 2e-3
-    channels: int = 64
+    channels: int = 96
     seed: int = 0
     held_out: float = 0.2  # the fraction of episode seeds (the largest) kept for scoring
     checkpoint_every: int = 250
@@ -57,7 +63,7 @@ def split_by_seed(screens: ScreenSet, held_out: float) -> tuple[np.ndarray, np.n
         mine = screens.scenarios == scenario
         seeds = np.unique(screens.seeds[mine])
         if len(seeds) < 2:
-            raise ValueError(f"{scenario} has episodes of {len(seeds)} seed(s); hold-out by seed needs at least 2")
+            raise HoldOutError(f"{scenario} has episodes of {len(seeds)} seed(s); hold-out by seed needs at least 2")
         mask |= mine & np.isin(screens.seeds, seeds[len(seeds) - max(1, round(held_out * len(seeds))):])
     return ~mask, mask
 
@@ -130,6 +136,31 @@ def train_detector(screens: ScreenSet, settings: DetectorSettings, out: Path, pr
             _save_checkpoint(checkpoint, model, optimizer, schedule, step + 1, history, settings)
     model.eval()
     return model, history
+
+
+def train_and_score(shards, settings: DetectorSettings, out: Path, progress=None, announce=print) -> dict:
+    """Train on `shards` (envs/screen_dataset.py) into `out` and score on the held-out seeds: detector.safetensors,
+    examples.png and manifest.json (data hash, settings, held-out scores per class), which is returned."""
+    screens, digest, t0 = load_screens(shards), data_hash(shards), time.monotonic()
+    train_mask, test_mask = split_by_seed(screens, settings.held_out)
+    held_out_seeds = {str(s): sorted(set(screens.seeds[test_mask & (screens.scenarios == s)].tolist()))
+                      for s in np.unique(screens.scenarios)}
+    announce(f"{int(train_mask.sum())} screens to train on, {int(test_mask.sum())} held out (seeds {held_out_seeds})")
+    model, history = train_detector(screens, settings, out, progress=progress)
+    held_out = screens.subset(test_mask)
+    score, found = evaluate(model, held_out)
+    save_detector(model, out / WEIGHTS, {"data_hash": digest})
+    draw_examples(held_out, found, out / "examples.png")
+    manifest = {"data_hash": digest, "settings": asdict(settings), "parameters": sum(p.numel() for p in
+                                                                                      model.parameters()),
+                "train_screens": int(train_mask.sum()), "held_out_screens": int(test_mask.sum()),
+                "held_out_seeds": held_out_seeds, "final_loss": history.losses[-1] if history.losses else None,
+                "held_out": score.summary(), "weights_sha256": hashlib.sha256((out / WEIGHTS).read_bytes()).hexdigest(),
+                "train_s": round(time.monotonic() - t0, 1), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    temporary = out / "manifest.json.tmp"
+    temporary.write_text(json.dumps(manifest, indent=2) + "\n")
+    os.replace(temporary, out / "manifest.json")
+    return manifest
 
 
 def _save_checkpoint(path: Path, model, optimizer, schedule, step: int, history: DetectorHistory, settings) -> None:

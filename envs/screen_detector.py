@@ -84,7 +84,8 @@ def targets_from_frame(frame: Frame, width: int, classes: tuple[str, ...] = CLAS
 
 
 def targets_from_objects(objects, width: int, classes: tuple[str, ...] = CLASSES, columns: int = COLUMNS) -> Targets:
-    """objects: (short name, bearing in degrees, distance in map units) of each object on the screen."""
+    """objects: (short name, bearing in degrees, distance in map units) of each object on the screen. A column
+    holds one object of each class (blood in front of an imp is both); its offset and band are its nearest one's."""
     present = np.zeros((len(classes), columns), np.float32)
     offset, band = np.zeros(columns, np.float32), np.full(columns, -1, np.int64)
     nearest = np.full(columns, np.inf)
@@ -93,13 +94,11 @@ def targets_from_objects(objects, width: int, classes: tuple[str, ...] = CLASSES
             continue
         x = screen_x_from_bearing(bearing, width) / width * columns
         column = min(columns - 1, max(0, int(x)))
-        if units >= nearest[column]:
-            continue
-        nearest[column] = units
-        present[:, column] = 0.0
         present[classes.index(name), column] = 1.0
-        offset[column] = min(1.0, max(0.0, x - column))
-        band[column] = BANDS.index(distance_band(units))
+        if units < nearest[column]:
+            nearest[column] = units
+            offset[column] = min(1.0, max(0.0, x - column))
+            band[column] = BANDS.index(distance_band(units))
     return Targets(present, offset, band)
 
 
@@ -110,55 +109,60 @@ class ScreenDetector(nn.Module):
     def __init__(self, classes: tuple[str, ...] = CLASSES, columns: int = COLUMNS, channels: int = 64):
         super().__init__()
         self.classes, self.columns, self.channels = tuple(classes), columns, channels
-        self.features = nn.Sequential(
-            nn.Conv2d(3, 16, 5, stride=2, padding=2), nn.ReLU(),
+        self.features = nn.Sequential(  # the screen and where each pixel is: height on the screen tells distance
+            nn.Conv2d(3 + 2, 16, 5, stride=2, padding=2), nn.ReLU(),
             nn.Conv2d(16, 32, 3, stride=2, padding=1), nn.ReLU(),
             nn.Conv2d(32, channels, 3, stride=(2, 1), padding=1), nn.ReLU(),
             nn.Conv2d(channels, channels, 3, padding=1), nn.ReLU())
-        self.across = nn.Sequential(nn.Conv1d(channels, channels, 3, padding=1), nn.ReLU())  # neighbouring columns
+        self.across = nn.Sequential(  # neighbouring columns, near and a little farther
+            nn.Conv1d(channels, channels, 3, padding=1), nn.ReLU(),
+            nn.Conv1d(channels, channels, 3, padding=2, dilation=2), nn.ReLU())
         self.head = nn.Conv1d(channels, len(self.classes) + 1 + len(BANDS), 1)
         self.to(memory_format=torch.channels_last)
 
     def forward(self, screens: torch.Tensor) -> torch.Tensor:
-        x = screens.permute(0, 3, 1, 2).float().div(255.0).contiguous(memory_format=torch.channels_last)
+        n, height, width, _ = screens.shape
+        ys = torch.linspace(-1.0, 1.0, height).view(1, 1, height, 1).expand(n, 1, height, width)
+        xs = torch.linspace(-1.0, 1.0, width).view(1, 1, 1, width).expand(n, 1, height, width)
+        x = torch.cat([screens.permute(0, 3, 1, 2).float().div(255.0), ys, xs], dim=1)
+        x = x.contiguous(memory_format=torch.channels_last)
         x = self.features(x).amax(dim=2)  # [N, channels, W / 4]: each column pooled over the screen's height
         if x.shape[-1] != self.columns:
             x = F.adaptive_max_pool1d(x, self.columns)
         return self.head(self.across(x))
 
 
-def detector_loss(output: torch.Tensor, targets: dict[str, torch.Tensor], *, present_weight: float = 8.0
-                  ) -> torch.Tensor:
-    """Presence (binary cross-entropy, objects weighted up: most columns are empty), offset (L1) and band
-    (cross-entropy), the last two only where an object is."""
+def detector_loss(output: torch.Tensor, targets: dict[str, torch.Tensor], *, present_weight: float = 8.0,
+                  offset_weight: float = 4.0, band_weight: float = 2.0) -> torch.Tensor:
+    """Presence (binary cross-entropy, objects weighted up: most columns are empty), offset (L1, weighted up: a
+    quarter column is a degree, and the side of an object near the crosshair hangs on it) and band
+    (cross-entropy, weighted up: the band is the hardest of the three), the last two only where an object is."""
     n_classes = targets["present"].shape[1]
     present_logits, offset_logit, band_logits = output.split([n_classes, 1, len(BANDS)], dim=1)
     weight = 1.0 + (present_weight - 1.0) * targets["present"]
     loss = F.binary_cross_entropy_with_logits(present_logits, targets["present"], weight=weight)
     has_object = targets["band"] >= 0
     if has_object.any():
-        loss = loss + (torch.sigmoid(offset_logit[:, 0]) - targets["offset"]).abs()[has_object].mean()
-        loss = loss + F.cross_entropy(band_logits.transpose(1, 2)[has_object], targets["band"][has_object])
+        offset_error = (torch.sigmoid(offset_logit[:, 0]) - targets["offset"]).abs()[has_object].mean()
+        loss = loss + offset_weight * offset_error
+        band_error = F.cross_entropy(band_logits.transpose(1, 2)[has_object], targets["band"][has_object])
+        loss = loss + band_weight * band_error
     return loss
 
 
 def decode(output: torch.Tensor, width: int, classes: tuple[str, ...] = CLASSES,
            threshold: float = SCORE_THRESHOLD) -> list[list[Detection]]:
-    """Each screen's detections, nearest band first, then by score: a column whose best class scores over
-    `threshold` and beats its neighbours' (one object spread over two columns is one detection)."""
+    """Each screen's detections, nearest band first, then by score: per class, a column that scores over
+    `threshold` and at least as high as its neighbours (one object spread over two columns is one detection)."""
     n_classes = len(classes)
-    scores = torch.sigmoid(output[:, :n_classes]).detach()
+    scores = torch.sigmoid(output[:, :n_classes]).detach()  # [N, C, K]
     offsets = torch.sigmoid(output[:, n_classes]).detach()
     bands = output[:, n_classes + 1:].argmax(dim=1)
     columns = output.shape[-1]
-    best, which = scores.max(dim=1)  # [N, K]
-    neighbours = F.max_pool1d(best.unsqueeze(1), 3, stride=1, padding=1).squeeze(1)
-    found = []
-    for i in range(output.shape[0]):
-        detections = []
-        for k in torch.nonzero((best[i] > threshold) & (best[i] >= neighbours[i])).flatten().tolist():
-            x = (k + float(offsets[i, k])) / columns * width
-            detections.append(Detection(classes[int(which[i, k])], bearing_from_screen_x(x, width),
-                                        BANDS[int(bands[i, k])], float(best[i, k])))
-        found.append(sorted(detections, key=lambda d: (BANDS.index(d.band), -d.score)))
-    return found
+    neighbours = F.max_pool1d(scores, 3, stride=1, padding=1)
+    found = [[] for _ in range(output.shape[0])]
+    for i, c, k in torch.nonzero((scores > threshold) & (scores >= neighbours)).tolist():
+        x = (k + float(offsets[i, k])) / columns * width
+        found[i].append(Detection(classes[c], bearing_from_screen_x(x, width), BANDS[int(bands[i, k])],
+                                  float(scores[i, c, k])))
+    return [sorted(d, key=lambda d: (BANDS.index(d.band), -d.score)) for d in found]

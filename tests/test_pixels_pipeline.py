@@ -136,3 +136,27 @@ def test_both_encoders_write_the_frame_lines_words():
                                      Detection("demon", 30.0, "near", 0.7)])
     assert encoder.seen(frame, signed=True, aim_order=True, turned=5.0) == \
         "demon left 25 near; cacodemon left 5 mid; imp right 25 far"
+
+
+def test_a_pixels_recording_names_its_detector_and_reruns_as_it_ran(tmp_path):
+    """The manifest names the frame source and the detector's hash; `replay --rerun` reproduces the actions, and
+    refuses (one line) when the detector at the recorded path is another one."""
+    weights = tmp_path / "detector.safetensors"
+    torch.manual_seed(1)
+    save_detector(ScreenDetector(channels=8), weights)
+    config = tmp_path / "pixels.yaml"
+    config.write_text(f"engine:\n  frame_source: pixels\n  detector: {weights}\n")
+    done = run_cli("episode", "--config", config, "--model", "tiny:llama", "--fixed-cost", "--max-tics", "60",
+                   "--threads", "1", "--scenario", "basic", "--json", "--out", tmp_path / "rec")
+    assert done.returncode == 0, done.stderr
+    directory = Path(json.loads(done.stdout)["recording"])
+    manifest = json.loads((directory / "manifest.json").read_text())
+    assert manifest["extra"]["frame_source"] == "pixels" and len(manifest["extra"]["detector_hash"]) == 16
+    again = run_cli("replay", directory, "--rerun", "--json")
+    assert again.returncode == 0, again.stderr
+    rerun = json.loads(again.stdout)["rerun"]
+    assert rerun["same_actions"] and rerun["n_actions"] >= 3
+    torch.manual_seed(2)
+    save_detector(ScreenDetector(channels=8), weights)  # another detector at the same path
+    refused = run_cli("replay", directory, "--rerun")
+    assert refused.returncode == 2 and "detector" in refused.stderr and "Traceback" not in refused.stderr

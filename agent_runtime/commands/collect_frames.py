@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from envs.doom_env import DoomEnv
+from envs.scenarios import ScenarioError, resolve_scenario
 from envs.screen_dataset import SHARD_PATTERN, FrameTap, data_hash, list_shards, shard_name, write_shard
 
 from agent_runtime.atomic_write import write_json_atomic
@@ -80,12 +81,17 @@ def _out_dir(text: str):
 def run(args: argparse.Namespace) -> int:
     at_least(args, 1, "--episodes", "--every", "--max-tics")
     scenarios, policies = _names(args.scenarios, flag="--scenarios"), _names(args.policies, POLICIES, "--policies")
-    for scenario in scenarios:
-        DoomEnv(scenario).close()  # an unknown scenario: one line before any play
+    for scenario in scenarios:  # an unknown scenario: one line before any play
+        try:
+            resolve_scenario(scenario)
+        except ScenarioError as e:
+            raise UserError(f"--scenarios: {e}") from None
     out = _out_dir(args.out)
-    settings = {"scenarios": scenarios, "policies": policies, "every": args.every, "max_tics": args.max_tics}
-    write_json_atomic(out / MANIFEST, settings)  # first: a killed run leaves a directory this command owns
-    seed = 1 if args.seed is None else args.seed
+    seed = args.seed = 1 if args.seed is None else args.seed
+    settings = {"scenarios": scenarios, "policies": policies, "every": args.every, "max_tics": args.max_tics,
+                "seed": args.seed, "episodes": args.episodes}
+    runs = json.loads((out / MANIFEST).read_text()).get("runs", []) if (out / MANIFEST).is_file() else []
+    write_json_atomic(out / MANIFEST, {"runs": runs})  # first: a killed run leaves a directory this command owns
     todo = [(s, p, seed + i) for s in scenarios for p in policies for i in range(args.episodes)
             if not (out / shard_name(s, p, seed + i)).exists()]
     runtimes = _agent_runtimes(scenarios, args) if "agent" in policies and todo else {}
@@ -104,6 +110,7 @@ def run(args: argparse.Namespace) -> int:
             runtime.close()
     shards = list_shards(out)
     summary = {"out": str(out), "shards": len(shards), "data_hash": data_hash(shards)}
-    write_json_atomic(out / MANIFEST, {**summary, **settings, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+    runs.append({**settings, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")})  # every run that added shards
+    write_json_atomic(out / MANIFEST, {**summary, "runs": runs})
     print(json.dumps(summary) if args.json else f"{out}: {len(shards)} shards, data hash {summary['data_hash'][:12]}")
     return 0
