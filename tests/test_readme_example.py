@@ -26,4 +26,4 @@ def test_readme_gymnasium_example_plays_from_screens():
     exec(compile(block, "README.md", "exec"), namespace)
     assert namespace["agent"].decisions >= 5
     assert namespace["runtime"].frame_encoder.source == "pixels"
-    assert namespace["agent"].agent.stats.frames_prefilled >= 50
+    assert namespace["agent"].agent.stats.frames_prefilled >= 20  # basic may end early: the cacodemon killed
