@@ -1,4 +1,4 @@
-"""Training the screen detector on a `collect-frames` data set, and scoring it as #36 does: deterministic for a seed
+"""Training the screen detector on a `collect-frames` data set, and scoring it: deterministic for a seed
 (each step's batch is drawn from (seed, step)), resumable from its last checkpoint, held out by episode seed.
 
 Scored against what the frame line would name (the first MAX_OBJECTS objects in aim order): an object is found

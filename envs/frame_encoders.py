@@ -1,4 +1,4 @@
-"""What is in view, as the frame line's words: from the label buffer or from the screen, behind one interface (#36).
+"""What is in view, as the frame line's words: from the label buffer or from the screen, behind one interface.
 
 `LabelEncoder` reads the game's hidden state (the label buffer: exact objects); `PixelEncoder` reads only the screen,
 through the screen detector, so it plays where no label buffer exists. Both write the same words

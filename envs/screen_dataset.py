@@ -1,4 +1,4 @@
-"""Screens with the objects the label buffer says are on them: the screen detector's data set (#36), on disk.
+"""Screens with the objects the label buffer says are on them: the screen detector's data set, on disk.
 
 One shard per played episode (`shard-<scenario>-<policy>-s<seed>.npz`): the kept screens and, per object on each,
 its short name, world bearing, distance and label box, and its place in the frame line's order. A shard is written

@@ -1,4 +1,4 @@
-"""From the screen alone, the objects a frame line names: class, bearing and distance band (#36's detector).
+"""From the screen alone, the objects a frame line names: class, bearing and distance band.
 
 Doom's bearing is horizontal, so the network reads the screen in columns: convolutions, then each column pooled
 over its height, then per column which class has an object centred there, where inside the column, and how far

@@ -201,8 +201,8 @@ def _run_reaction(args) -> int:
 def _print_reaction_table(result: dict) -> None:
     from agent_runtime.benchmarks.measure import shown as f
 
-    cols = ("reaction_ms_p50", "reaction_ms_p95", "reaction_ms_p99", "time_to_first_action_ms", "frame_encode_ms_p50",
-            "actions_executed", "actions_fenced", "frames_dropped", "kills", "thinker_tokens_per_s", "actions_per_s")
+    cols = ("reaction_ms_p50", "reaction_ms_p95", "reaction_ms_p99", "time_to_first_action_ms", "actions_executed",
+            "actions_fenced", "frames_dropped", "kills", "thinker_tokens_per_s", "actions_per_s")
     print("agent          "
           + "  ".join(c.replace("reaction_ms_", "react_").replace("_ms", "")[:14].rjust(14) for c in cols))
     for name, s in result["agents"].items():
@@ -212,6 +212,8 @@ def _print_reaction_table(result: dict) -> None:
     print(f"sequential / multi-stream reaction: p50 {f(r['reaction_p50_seq_over_multi'])}x, "
           f"p95 {f(r['reaction_p95_seq_over_multi'])}x; "
           f"no-think / multi-stream p50 {f(r['reaction_p50_nothink_over_multi'])}x")
+    print(f"frame lines ({result['frame_source']}): {f(result['frame_encode_ms_p50'], ' ms', '.2f')} p50, "
+          f"{f(result['frame_encode_ms_p95'], ' ms', '.2f')} p95 each, charged to the step")
     print(f"plot: {result['plot']}")
 
 

@@ -1,5 +1,5 @@
 """`agent-runtime collect-frames`: screens with their label-buffer objects (envs/screen_dataset.py), the screen
-detector's data (#36). Each scenario is played by each policy for --episodes episodes, one shard an episode; run it
+detector's data. Each scenario is played by each policy for --episodes episodes, one shard an episode; run it
 again on the same --out to add what is missing (shards already there are kept as they are)."""
 
 import argparse

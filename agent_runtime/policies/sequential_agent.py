@@ -69,6 +69,7 @@ class SequentialAgent:
         forward as the cycle's first row, which reads them (each held by its own view, then by the cycle's alone)."""
         self.latest = None
         line, self.encode_s = measured(frame_line, timed, self.signed_bearings, self.aimed, self.encoder)
+        self.stats.frame_encode_ms.append(round(self.encode_s * 1000.0, 3))
         prefills = [StreamInput(View(self.store, name=name, own_label=name), encode(self.tok, text), logits="none")
                     for name, text in (("status", status_line(timed.frame)), ("frame", line))]
         view = View(self.store, [self.system] + [x.view.own for x in prefills], name="sequential", own_label="cycle")
