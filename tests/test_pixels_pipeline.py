@@ -160,3 +160,12 @@ def test_a_pixels_recording_names_its_detector_and_reruns_as_it_ran(tmp_path):
     save_detector(ScreenDetector(channels=8), weights)  # another detector at the same path
     refused = run_cli("replay", directory, "--rerun")
     assert refused.returncode == 2 and "detector" in refused.stderr and "Traceback" not in refused.stderr
+
+
+def test_collect_frames_under_the_agent(tmp_path):
+    """The multi-stream agent plays too (here the tiny model): its screens are kept like the expert's."""
+    done = run_cli("collect-frames", "--out", tmp_path / "agent", "--episodes", "1", "--scenarios", "basic",
+                   "--policies", "agent", "--model", "tiny:llama", "--max-tics", "40", "--every", "2")
+    assert done.returncode == 0, done.stderr
+    (shard,) = list_shards(tmp_path / "agent")
+    assert shard.policy == "agent" and len(load_screens([shard])) >= 10
