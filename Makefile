@@ -146,7 +146,7 @@ DETECTOR_FILES := detector.safetensors manifest.json examples.png
 detector: install
 	$(VENV)/bin/agent-runtime collect-frames --out $(DETECTOR_DIR)/frames --episodes 20 --seed 5000
 	$(VENV)/bin/agent-runtime collect-frames --out $(DETECTOR_DIR)/frames --episodes 60 --seed 5000 --scenarios basic
-	$(VENV)/bin/agent-runtime train-detector --data $(DETECTOR_DIR)/frames --out $(DETECTOR_DIR)/detector
+	$(VENV)/bin/agent-runtime train-detector --data $(DETECTOR_DIR)/frames --out $(DETECTOR_DIR)/detector --steps 16000
 	rm -rf agent_runtime/trained/screen-detector
 	mkdir -p agent_runtime/trained/screen-detector
 	cp $(addprefix $(DETECTOR_DIR)/detector/,$(DETECTOR_FILES)) agent_runtime/trained/screen-detector/
