@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
@@ -20,8 +19,8 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
-from envs.observation_text import MAX_OBJECTS, distance_band, object_words
-from envs.screen_dataset import ScreenSet, data_hash, load_screens
+from envs.observation_text import MAX_OBJECTS, aim_rank, distance_band, object_words
+from envs.screen_dataset import ScreenSet, load_screens, replaced
 from envs.screen_detector import (BANDS, ScreenDetector, Targets, decode, detector_loss, screen_x_from_bearing,
                                   targets_from_objects)
 
@@ -141,7 +140,8 @@ def train_detector(screens: ScreenSet, settings: DetectorSettings, out: Path, pr
 def train_and_score(shards, settings: DetectorSettings, out: Path, progress=None, announce=print) -> dict:
     """Train on `shards` (envs/screen_dataset.py) into `out` and score on the held-out seeds: detector.safetensors,
     examples.png and manifest.json (data hash, settings, held-out scores per class), which is returned."""
-    screens, digest, t0 = load_screens(shards), data_hash(shards), time.monotonic()
+    screens, t0 = load_screens(shards), time.monotonic()
+    digest = screens.data_hash
     train_mask, test_mask = split_by_seed(screens, settings.held_out)
     held_out_seeds = {str(s): sorted(set(screens.seeds[test_mask & (screens.scenarios == s)].tolist()))
                       for s in np.unique(screens.scenarios)}
@@ -157,18 +157,16 @@ def train_and_score(shards, settings: DetectorSettings, out: Path, progress=None
                 "held_out_seeds": held_out_seeds, "final_loss": history.losses[-1] if history.losses else None,
                 "held_out": score.summary(), "weights_sha256": hashlib.sha256((out / WEIGHTS).read_bytes()).hexdigest(),
                 "train_s": round(time.monotonic() - t0, 1), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-    temporary = out / "manifest.json.tmp"
-    temporary.write_text(json.dumps(manifest, indent=2) + "\n")
-    os.replace(temporary, out / "manifest.json")
+    with replaced(out / "manifest.json") as temporary:
+        temporary.write_text(json.dumps(manifest, indent=2) + "\n")
     return manifest
 
 
 def _save_checkpoint(path: Path, model, optimizer, schedule, step: int, history: DetectorHistory, settings) -> None:
-    temporary = path.with_name(path.name + ".tmp")
-    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "schedule": schedule.state_dict(),
-                "step": step,
-                "history": asdict(history), "settings": asdict(settings)}, temporary)
-    os.replace(temporary, path)
+    with replaced(path) as temporary:
+        torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                    "schedule": schedule.state_dict(), "step": step, "history": asdict(history),
+                    "settings": asdict(settings)}, temporary)
 
 
 def side(bearing: float) -> str:
@@ -213,7 +211,7 @@ def score_screen(score: Score, objects, detections) -> None:
 
 def aim_ordered(detections, turned: float = 0.0) -> list:
     """The frame line's aim order: near ones first, then by whole degrees from the crosshair after `turned`."""
-    return sorted(detections, key=lambda d: (d.band != "near", round(abs(d.bearing - turned)), BANDS.index(d.band)))
+    return sorted(detections, key=lambda d: (*aim_rank(d.band, d.bearing - turned), BANDS.index(d.band)))
 
 
 def evaluate(model: ScreenDetector, screens: ScreenSet, batch: int = 256) -> tuple[Score, list]:
@@ -230,9 +228,8 @@ def evaluate(model: ScreenDetector, screens: ScreenSet, batch: int = 256) -> tup
 def save_detector(model: ScreenDetector, path: Path, metadata: dict | None = None) -> None:
     meta = {"classes": json.dumps(list(model.classes)), "columns": str(model.columns),
             "channels": str(model.channels), **{k: str(v) for k, v in (metadata or {}).items()}}
-    temporary = path.with_name(path.name + ".tmp")
-    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(temporary), metadata=meta)
-    os.replace(temporary, path)
+    with replaced(path) as temporary:
+        save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(temporary), metadata=meta)
 
 
 def load_detector(path: str | Path) -> ScreenDetector:

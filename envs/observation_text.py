@@ -78,10 +78,15 @@ def visible_objects(frame: Frame, *, privileged: bool = False, aim_order: bool =
     def key(o):
         units = distance_units(frame, o)
         if aim_order:
-            aim = (distance_band(units) != "near", round(abs(bearing_degrees(frame, o, turned))))
-            return (*aim, round(units), o.name, o.object_id)
+            return (*aim_rank(distance_band(units), bearing_degrees(frame, o, turned)), round(units), o.name,
+                    o.object_id)
         return (round(units), o.name, o.object_id)
     return sorted(chosen.values(), key=key)
+
+
+def aim_rank(band: str, bearing: float) -> tuple[bool, int]:
+    """The order an aimer takes objects in (sort by it): near ones first, then by whole degrees from the crosshair."""
+    return band != "near", round(abs(bearing))
 
 
 def distance_band(units: float) -> str:

@@ -12,6 +12,8 @@ import hashlib
 import io
 import os
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -69,17 +71,22 @@ def object_table(frames: list[Frame]) -> dict[str, np.ndarray]:
     }
 
 
-def write_shard(path: Path, frames: list[Frame]) -> None:
-    """The frames' screens and objects in one compressed file, written under a temporary name and renamed."""
-    buffer = io.BytesIO()
-    np.savez_compressed(buffer, screens=np.stack([f.screen for f in frames]),
-                        tics=np.array([f.tic for f in frames], np.int32), **object_table(frames))
+@contextmanager
+def replaced(path: Path) -> Iterator[Path]:
+    """A temporary path beside `path` for the block to write; fsynced and renamed onto `path` when the block ends, so
+    a kill leaves the old file or the new one, never half of one (envs/ cannot use the runtime's atomic_write)."""
     temporary = path.with_name(path.name + ".tmp")
-    with open(temporary, "wb") as f:
-        f.write(buffer.getvalue())
-        f.flush()
+    yield temporary
+    with open(temporary, "rb") as f:
         os.fsync(f.fileno())
     os.replace(temporary, path)
+
+
+def write_shard(path: Path, frames: list[Frame]) -> None:
+    """The frames' screens and objects in one compressed file, written whole and renamed."""
+    with replaced(path) as temporary, open(temporary, "wb") as f:  # a file: numpy would add ".npz" to a name
+        np.savez_compressed(f, screens=np.stack([f.screen for f in frames]),
+                            tics=np.array([f.tic for f in frames], np.int32), **object_table(frames))
 
 
 @dataclass
@@ -101,12 +108,16 @@ def list_shards(directory: Path) -> list[Shard]:
 
 
 def data_hash(shards: list[Shard]) -> str:
-    """sha256 over the shards' names and bytes, in name order."""
+    """sha256 over the shards' names and bytes, in name order (load_screens gives the same as ScreenSet.data_hash)."""
     digest = hashlib.sha256()
     for shard in shards:
-        digest.update(shard.path.name.encode())
-        digest.update(shard.path.read_bytes())
+        _hash_shard(digest, shard, shard.path.read_bytes())
     return digest.hexdigest()
+
+
+def _hash_shard(digest, shard: Shard, raw: bytes) -> None:
+    digest.update(shard.path.name.encode())
+    digest.update(raw)
 
 
 @dataclass
@@ -117,6 +128,7 @@ class ScreenSet:
     seeds: np.ndarray  # [N] the seed of the episode each screen came from
     scenarios: np.ndarray  # [N]
     objects: dict[str, np.ndarray]
+    data_hash: str = ""  # the shards' (data_hash), set by load_screens
 
     def __len__(self) -> int:
         return len(self.screens)
@@ -135,14 +147,17 @@ class ScreenSet:
         rows = mask[self.objects["obj_frame"]]
         objects = {k: v[rows] for k, v in self.objects.items()}
         objects["obj_frame"] = where[objects["obj_frame"]].astype(np.int32)
-        return ScreenSet(self.screens[keep], self.seeds[keep], self.scenarios[keep], objects)
+        return ScreenSet(self.screens[keep], self.seeds[keep], self.scenarios[keep], objects, self.data_hash)
 
 
 def load_screens(shards: list[Shard]) -> ScreenSet:
-    """All shards in one ScreenSet (screens in shard order; the object rows stay sorted by screen)."""
-    screens, seeds, scenarios, tables, offset = [], [], [], [], 0
+    """All shards in one ScreenSet (screens in shard order; the object rows stay sorted by screen), each file read
+    once for its arrays and the data hash."""
+    screens, seeds, scenarios, tables, offset, digest = [], [], [], [], 0, hashlib.sha256()
     for shard in shards:
-        with np.load(shard.path) as data:
+        raw = shard.path.read_bytes()
+        _hash_shard(digest, shard, raw)
+        with np.load(io.BytesIO(raw)) as data:
             part = {k: data[k] for k in data.files}
         n = len(part["screens"])
         screens.append(part["screens"])
@@ -154,4 +169,5 @@ def load_screens(shards: list[Shard]) -> ScreenSet:
     if not screens:
         raise ValueError("no shards to load")
     objects = {k: np.concatenate([t[k] for t in tables]) for k in tables[0]}
-    return ScreenSet(np.concatenate(screens), np.concatenate(seeds), np.concatenate(scenarios), objects)
+    return ScreenSet(np.concatenate(screens), np.concatenate(seeds), np.concatenate(scenarios), objects,
+                     digest.hexdigest())
