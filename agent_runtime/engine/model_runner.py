@@ -32,6 +32,7 @@ class StreamInput:
     view: View
     tokens: list[int]
     logits: str = "last"  # "last", "all" or "none"
+    images: torch.Tensor | None = None  # [n, hidden]: the embeddings of its n image placeholder tokens, in order
 
 
 @dataclass
@@ -90,6 +91,7 @@ class ModelRunner:
         self.inv_freq = inv_freq.float().to(self.device)
         self.model_dtype = next(self.model.parameters()).dtype
         self.forwards = self.packed_linears = 0
+        self.image_token_id = loaded.vision.image_token_id if loaded.vision is not None else None
         self.kernels = self.cpu = None
         if self.device.type == "cpu":
             cpu = self.cpu = cpu or loaded.cpu or cpu_path(threads=torch.get_num_threads())
@@ -112,7 +114,7 @@ class ModelRunner:
         views_chunks = [self._add_stream(rows, v_index, inp, pending) for v_index, inp in enumerate(inputs)]
         ctx = self._step_context(ViewLayout.build(views_chunks, rows.queries, device=self.device), rows)
         with step_kernels(self.kernels, len(rows.token_ids)) if self.kernels else contextlib.nullcontext():
-            out = self.model(input_ids=torch.tensor([rows.token_ids], device=self.device),
+            out = self.model(**self._token_inputs(rows, inputs),
                              position_ids=torch.tensor([rows.positions], device=self.device), use_cache=False,
                              logits_to_keep=torch.tensor(rows.keep or [0], device=self.device), doom_view_step=ctx)
         self.forwards += 1
@@ -121,6 +123,24 @@ class ModelRunner:
             self.store.commit(own, inp.tokens)
         return StepResult(logits=_split_logits(out.logits[0].float().cpu(), inputs),  # samplers run on the CPU
                           batch=[(inp.view.name, len(inp.tokens)) for inp in inputs])
+
+    def _token_inputs(self, rows: "_BatchRows", inputs: list[StreamInput]) -> dict:
+        """input_ids; or, when some streams bring images, the embeddings with the images' at their placeholder rows
+        (as the vision-language model's own forward merges them; a text stream's rows are never replaced)."""
+        ids = torch.tensor([rows.token_ids], device=self.device)
+        images = [inp.images for inp in inputs if inp.images is not None]
+        if not images:
+            return {"input_ids": ids}
+        if self.image_token_id is None:
+            raise ValueError("image rows need a vision-language model")
+        mask = torch.tensor([t == self.image_token_id and inp.images is not None
+                             for inp in inputs for t in inp.tokens], device=self.device)
+        features = torch.cat(images).to(self.device)
+        if int(mask.sum()) != features.shape[0]:
+            raise ValueError(f"{int(mask.sum())} image placeholder tokens for {features.shape[0]} image embeddings")
+        embeds = self.model.get_input_embeddings()(ids)
+        embeds[0, mask] = features.to(embeds.dtype)
+        return {"inputs_embeds": embeds}
 
     def _add_stream(self, rows: "_BatchRows", v_index: int, inp: StreamInput, pending: dict) -> list:
         """The stream's rows (tokens, positions, queries, kept logits) and the chunks its view reads."""

@@ -21,6 +21,9 @@ from safetensors import safe_open
 from agent_runtime.atomic_write import atomic_path
 from agent_runtime.model.adapters import AdapterInfo, merge_adapter, read_adapter, resolve_adapter
 from agent_runtime.model.cpu_path import DTYPES, CpuPath, cache_dir, cpu_path
+from agent_runtime.model.vision_language import (TINY_IMAGE_TOKEN, VLM_TYPES, VisionEncoder, language_model,
+                                                 load_vision_language, refuse_multi_axis_rope, tiny_image_processor,
+                                                 tiny_vision_config)
 from agent_runtime.errors import UserError, first_line
 from agent_runtime.notices import stderr_line, warning_line
 
@@ -45,6 +48,7 @@ class LoadedModel:
     cpu: CpuPath | None = None  # the CPU path it was loaded for, when loaded on one
     adapter: AdapterInfo | None = None  # the adapter merged into the weights, if any
     base_weight_hash: str = ""  # the weights before an adapter was merged, in any precision (data sets, adapters)
+    vision: VisionEncoder | None = None  # a vision-language model's image side (model is then its language model)
 
     @property
     def config(self):
@@ -172,7 +176,8 @@ def tiny_config(kind: str):
         return Qwen2Config(**common, rope_theta=10000.0, use_sliding_window=False)
     if kind == "qwen3":
         return Qwen3Config(**common, head_dim=16, rope_theta=10000.0, use_sliding_window=False)
-    raise UserError(f"unknown tiny model '{kind}': use one of tiny:llama, tiny:llama3, tiny:qwen2, tiny:qwen3")
+    raise UserError(f"unknown tiny model '{kind}': use one of tiny:llama, tiny:llama3, tiny:qwen2, tiny:qwen3, "
+                    "tiny:smolvlm, tiny:llava")
 
 
 def load_tokenizer():
@@ -271,7 +276,6 @@ def load_model(spec: str | None = None, *, dtype: str = "auto", seed: int = 0, t
     weights, as resolve_adapter reads it."""
     adapter = resolve_adapter(adapter, spec, scenario)
     info = read_adapter(adapter) if adapter is not None else None  # before the model loads: a bad one fails fast
-    from transformers import AutoModelForCausalLM
     from transformers.utils import logging as hf_logging
 
     hf_logging.set_verbosity_error()
@@ -282,21 +286,56 @@ def load_model(spec: str | None = None, *, dtype: str = "auto", seed: int = 0, t
         raise UserError(f"unknown dtype '{dtype}': use auto or one of {', '.join(DTYPES)}")
     torch_dtype = DTYPES[dtype]
     merged = spec is None and info is not None  # the embedded model's merged cache
-    model_id, tok = EMBEDDED_MODEL_ID if spec is None else str(spec), None
+    model_id, tok, vlm, processor = EMBEDDED_MODEL_ID if spec is None else str(spec), None, None, None
     if spec is not None and spec.startswith(TINY_PREFIX):
-        config = tiny_config(spec[len(TINY_PREFIX):])
-        model = AutoModelForCausalLM.from_config(config, dtype=torch_dtype)
-        _portable_init(model, seed, std=config.initializer_range)
+        model, vlm, processor = _tiny_model(spec[len(TINY_PREFIX):], torch_dtype, seed)
     elif merged:
         model = _merged_embedded(info, dtype)
     else:  # weights that come with their tokenizer
-        model, tok = _load_from_path(embedded_model_dir() if spec is None else model_path(spec), torch_dtype)
+        path = embedded_model_dir() if spec is None else model_path(spec)
+        if _directory_config(path).get("model_type") in VLM_TYPES:
+            vlm, processor, tok = load_vision_language(path, torch_dtype)
+        else:
+            model, tok = _load_from_path(path, torch_dtype)
+    if vlm is not None:  # the runner drives the language model; the vision side encodes the frames
+        model = language_model(vlm.eval().requires_grad_(False))
     if tok is None and tokenizer:  # tiny and merged models read the embedded model's tokenizer
         tok = load_tokenizer()
     check_supported(model.config)
-    base_hash = info.base_weight_hash if merged else _weight_hash(model, any_precision=True)
+    if vlm is not None and info is not None:
+        raise UserError("adapters are trained for text-only models; run a vision-language model without --adapter")
+    base_hash = info.base_weight_hash if merged else _weight_hash(vlm or model, any_precision=True)
     if info is not None and not merged:
         model = merge_adapter(model, info, base_hash)
     model.eval().requires_grad_(False)
-    return LoadedModel(model=model, tokenizer=tok, model_id=model_id, weight_hash=_weight_hash(model),
-                       adapter=info, base_weight_hash=base_hash)
+    vision = VisionEncoder(vlm, processor, tok) if vlm is not None else None
+    return LoadedModel(model=model, tokenizer=tok, model_id=model_id, weight_hash=_weight_hash(vlm or model),
+                       adapter=info, base_weight_hash=base_hash, vision=vision)
+
+
+def _directory_config(path: Path) -> dict:
+    """A model directory's config.json (empty for a GGUF file); refuses multi-axis rotary families up front."""
+    try:
+        config = json.loads((path / "config.json").read_text()) if path.is_dir() else {}
+    except (OSError, ValueError):
+        return {}  # _load_from_path says what is wrong with it
+    text = config.get("text_config") or {}
+    refuse_multi_axis_rope(config.get("model_type"), *(part.get(key) for part in (config, text)
+                                                       for key in ("rope_parameters", "rope_scaling")))
+    return config
+
+
+def _tiny_model(kind: str, torch_dtype, seed: int):
+    """(causal LM, None, None), or (None, VLM, image processor) for tiny:smolvlm and tiny:llava: random weights from
+    `seed`, the embedded tokenizer (the image placeholder is one of its special tokens)."""
+    from transformers import AutoModelForCausalLM, AutoModelForImageTextToText
+
+    if kind not in ("smolvlm", "llava"):
+        config = tiny_config(kind)
+        model = AutoModelForCausalLM.from_config(config, dtype=torch_dtype)
+        _portable_init(model, seed, std=config.initializer_range)
+        return model, None, None
+    image_token = load_tokenizer().convert_tokens_to_ids(TINY_IMAGE_TOKEN)
+    vlm = AutoModelForImageTextToText.from_config(tiny_vision_config(kind, image_token), dtype=torch_dtype)
+    _portable_init(vlm, seed, std=0.02)
+    return None, vlm, tiny_image_processor(kind)
