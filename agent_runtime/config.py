@@ -61,9 +61,10 @@ class EngineConfig(_Strict):
         "1: the previous command (invites copying); null: all."))
     signed_bearings: bool = Field(True, description=(
         'Frame lines give every bearing a side ("imp left 3"); false: "ahead" within 5 degrees, without a side.'))
-    frame_line: Literal["aimed", "seen"] = Field("aimed", description=(
+    frame_line: Literal["aimed", "seen", "none"] = Field("aimed", description=(
         "aimed: bearings once the turn in flight is done, objects in aiming order (what the view expert labels "
-        "from); seen: as the frame shows them."))
+        "from); seen: as the frame shows them; none: no words, the frame block holds only the image tokens of a "
+        "vision-language model (with frame_source pixels)."))
     frame_source: Literal["labels", "pixels"] = Field("labels", description=(
         "labels: frame lines from the engine's label buffer (the game's hidden state); pixels: from the screen alone, "
         "by the screen detector (the engine runs without label and depth buffers)."))

@@ -93,7 +93,7 @@ def _recordings(args, config, loaded, voice, bounds: dict):
     def manifest_for(index: int):
         return episode_manifest(config, policy="live", env_seed=config.seed + index, agent_seed=0, index=index,
                                 model_spec=args.model, loaded=loaded, clock="realtime",
-                                bounds=bounds.get("time"), frame_encoder=bounds.get("encoder"))
+                                bounds=bounds.get("time"), frames=bounds.get("frames"))
 
     return LiveRecordings(args.out or config.recordings_dir, manifest_for, scenario=config.scenario,
                           voice=voice, guard=WriteGuard(args.on_disk_full),
@@ -107,11 +107,10 @@ def _play(args, config, window, generation, loaded, voice, recordings, bounds: d
 
     with Runtime.open(config, loaded=loaded, clock="realtime", window=window, device=args.device) as runtime:
         env = runtime.env  # (its grammar refused a scenario with delta buttons)
-        bounds["time"], bounds["encoder"] = runtime.time_bounds(announce=True), runtime.frame_encoder
+        bounds["time"], bounds["frames"] = runtime.time_bounds(announce=True), runtime.frame_identity()
         if recordings is not None and recordings.current is not None:  # opened before the bound was known
             recordings.current.manifest.config["budgets"]["max_action_age_ms"] = bounds["time"].max_action_age_ms
-            recordings.current.manifest.extra.update(frame_source=runtime.frame_encoder.source,
-                                                     detector_hash=runtime.frame_encoder.weights_hash)
+            recordings.current.manifest.extra.update(bounds["frames"])
         typed = TypedCommands() if sys.stdin.isatty() else None
         stderr_line(f"live: {env.scenario}, {loaded.model_id}, {loaded.cpu.threads} thread(s), "
                     f"window {'on' if window else 'off'}, voice {'on' if voice else 'off'}"

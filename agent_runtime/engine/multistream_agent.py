@@ -70,14 +70,16 @@ class MultiStreamAgent:
     def __init__(self, runner: ModelRunner, tokenizer, grammar: ActionGrammar, generation: SessionGeneration, *,
                  engine: EngineConfig, budgets: BudgetConfig, scenario: str, seed: int = 0, commentary: bool = False,
                  on_sentence=None, on_decision=None, bus: EventBus | None = None, notify=warning_line,
-                 frame_encoder=LABELS):
+                 frame_encoder=LABELS, vision=None, encode_cost=None):
         """engine and budgets: the run's config sections, the one source of the engine's options (config.py says
         what each means). on_decision(view_tokens, timed_frame, command, isolated_spans): called at every decision
         with the tokens the action view read and its isolated spans (data collection); a Command it returns is
         acted (and logged) instead of the model's (DAgger's mix of expert and model). on_sentence(text,
         generation): each finished remark sentence (commentary=True). bus: where events go (None: nowhere).
         notify(line): where the once-a-session line about cut or dropped user text goes (None: events only).
-        frame_encoder: what writes the frame lines (Runtime.frame_encoder: from the labels or the screen)."""
+        frame_encoder: what writes the frame lines (Runtime.frame_encoder: from the labels or the screen; None: no
+        line); vision: a vision-language model's VisionEncoder whose image tokens frame blocks hold (Runtime.vision);
+        encode_cost: the clock's time for a frame's encoding (FrameStream)."""
         whole_log = engine.action_log_in_view is None
         decisions_per_block, kept = (8, 1) if whole_log else (1, max(engine.action_log_in_view, ACTION_LOG_KEPT))
         self.runner, self.store, self.tok, self.generation, self.bus = runner, runner.store, tokenizer, generation, bus
@@ -90,7 +92,7 @@ class MultiStreamAgent:
             "thoughts": budgets.thinker_paragraphs_in_view, "frames": budgets.frames_in_view})
         self.sections.add("system", prefill_system(runner, tokenizer, grammar, scenario))
         self._build_streams(grammar, engine, budgets, seed, decisions_per_block, commentary, on_sentence,
-                            on_decision, notify, frame_encoder)
+                            on_decision, notify, dict(encoder=frame_encoder, vision=vision, encode_cost=encode_cost))
         # the Thinker reads every section; the action view its own past decisions and the frames only as many as
         # asked (None: all), with the newest remark and thought
         self.sections.follow(self.action.view, [
@@ -100,13 +102,13 @@ class MultiStreamAgent:
         generation.subscribe("engine", self._record_interruption)
 
     def _build_streams(self, grammar, engine: EngineConfig, budgets: BudgetConfig, seed, decisions_per_block,
-                       commentary, on_sentence, on_decision, notify, frame_encoder) -> None:
+                       commentary, on_sentence, on_decision, notify, frame_options: dict) -> None:
         sample = sampler(engine.temperature, seed)
         end_tokens = {t for t in (self.tok.eos_token_id,) if t is not None}
         ctx = StreamContext(self.store, self.sections, self.stats, self._emit, self.tok)
         self.frames = FrameStream(ctx, TimeBounds(max_frame_age_ms=budgets.max_frame_age_ms),
                                   listened=lambda: self.bus is not None, signed=engine.signed_bearings,
-                                  aimed=engine.frame_line == "aimed", encoder=frame_encoder)
+                                  aimed=engine.frame_line == "aimed", **frame_options)
         self.user = UserTextStream(ctx, notice=OncePerKind(notify))
         self.heard = TextInStream("heard", "commentary", ctx)
         self.action = ActionStream(ctx, grammar, CommandScorer(grammar, self.tok), encode(self.tok, ACTION_PROMPT),
@@ -163,8 +165,8 @@ class MultiStreamAgent:
             for stream in self.streams:
                 stream.on_interruption(generation, now_ms)
         plan = schedule(now_ms, generation, self.prefill_tokens_per_step, self.streams)
-        if not plan.rows:
-            return StepOutcome([], 0.0, 0, 0, [])
+        if not plan.rows:  # nothing to compute, unless a frame was encoded and then dropped
+            return StepOutcome([], plan.compute_s, 0, 0, [])
         result, seconds = measured(self.runner.forward, [row.input for row in plan.rows])
         seconds += plan.compute_s
         by_stream: dict = {}  # each stream postprocesses the logits of its rows, in order

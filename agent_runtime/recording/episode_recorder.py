@@ -27,12 +27,13 @@ def episode_manifest(config: RunConfig, *, policy: str, env_seed: int, agent_see
                      model_spec: str | None = None, loaded=None, model_seed: int | None = None,
                      fixed_cost: FixedCost | None = None, think_tokens: int | None = None,
                      max_tics: int | None = None, lag_tics: int = 0, clock: str | None = None,
-                     bounds=None, frame_encoder=None) -> Manifest:
+                     bounds=None, frames: dict | None = None) -> Manifest:
     """The manifest of one episode. `loaded` (a model policy's LoadedModel) gives the model, weight hash, threads,
     CpuPath and adapter (its path goes into config.model.adapter for a rerun); config.model.path/dtype/threads are
     set to what really ran. `clock` names the clock when it is not the one the policy implies (a live session:
     "realtime"); `bounds` the TimeBounds the session ran under (budgets.max_action_age_ms auto becomes its bound);
-    `frame_encoder` what wrote the frame lines (its source, and the screen detector's hash a rerun checks)."""
+    `frames` what wrote the frame blocks (Runtime.frame_identity: the source, the screen detector's hash a rerun
+    checks)."""
     cpu, adapter = getattr(loaded, "cpu", None), getattr(loaded, "adapter", None)
     data = config.model_dump()
     if loaded is not None:
@@ -48,8 +49,7 @@ def episode_manifest(config: RunConfig, *, policy: str, env_seed: int, agent_see
         lag_tics=lag_tics, fixed_cost=asdict(fixed_cost) if fixed_cost is not None else None,
         **({"cpu_path": cpu.summary()} if cpu is not None else {}),
         **({"adapter": asdict(adapter)} if adapter is not None else {}),
-        **({"frame_source": frame_encoder.source, "detector_hash": frame_encoder.weights_hash}
-           if frame_encoder is not None else {}),
+        **(frames or {}),
     )
     # the clock that moved the world: the baselines' own tics, a fixed cost per token, or compute time
     manifest.clock = clock or ("policy_tics" if loaded is None else "fixed_cost" if fixed_cost else "compute")

@@ -57,6 +57,14 @@ def with_legacy_engine(config: dict) -> dict:
     return {**config, "engine": {**LEGACY_ENGINE, **(config.get("engine") or {})}}
 
 
+def recorded_encode_costs(events: list[Event]) -> list[float]:
+    """What each encoded frame cost on the recorded clock (encode_cost_ms of frame_prefilled and of encoded_late
+    drops), in order: the rerun's frame-age checks read them. Recordings made before they were recorded have none
+    (their runs made no such check)."""
+    return [float(e.payload["encode_cost_ms"]) for e in events
+            if e.kind in (Kind.FRAME_PREFILLED, Kind.FRAME_DROPPED) and "encode_cost_ms" in e.payload]
+
+
 def first_divergence(recorded: list, rerun: list) -> dict[str, Any] | None:
     """{index, recorded, rerun} of the first differing action (None past the end), or None when equal."""
     return next(({"index": index, "recorded": a, "rerun": b}
@@ -128,13 +136,15 @@ def _play_again(recording: Recording, config, costs: list[float], env_seed: int,
         raise UserError(f"{source}: cannot start scenario {config.scenario}: {first_line(e)}") from None
     with runtime:
         detector = manifest.extra.get("detector_hash")
-        if detector is not None and runtime.frame_encoder.weights_hash != detector:
+        current = runtime.frame_identity()["detector_hash"]
+        if detector is not None and current != detector:
             raise UserError(f"{source}: the frame lines were written by screen detector {detector}, but this one is "
-                            f"{runtime.frame_encoder.weights_hash} (engine.detector); a rerun needs the very same one")
+                            f"{current} (engine.detector); a rerun needs the very same one")
         user_script = user_script_from_events(recording.events, runtime.grammar)
         max_tics = manifest.extra.get("max_tics")
         run_llm_episode(runtime.env, runtime, seed=env_seed, agent_seed=agent_seed, fixed_cost=fixed_cost, bus=bus,
                         max_tics=max_tics if isinstance(max_tics, int) else None, replay_costs=costs,
+                        replay_encode_ms=recorded_encode_costs(recording.events),
                         user_script=user_script or None)
     return bus, loaded.cpu.threads, len(user_script)
 

@@ -38,8 +38,11 @@ class RecordedCostsEnded(Exception):
 class SessionClock:
     """Session time in ms for a synchronous world. charge() returns how many tics the world must advance."""
 
-    def __init__(self, cost: FixedCost | None = None, *, replay_costs: list[float] | None = None):
+    def __init__(self, cost: FixedCost | None = None, *, replay_costs: list[float] | None = None,
+                 replay_encode_ms: list[float] | None = None):
+        """replay_encode_ms: a recording's frame encoding times, in order (frame_encode_ms gives them back)."""
         self.cost, self.replay_costs = cost, replay_costs
+        self._replay_encode = iter(replay_encode_ms or ())
         self.name = "fixed_cost" if cost else "compute"
         self.now_ms = 0.0
         self.tics_released = 0  # whole tics the world was told to play
@@ -52,11 +55,18 @@ class SessionClock:
             if step >= len(self.replay_costs):
                 raise RecordedCostsEnded()
             return self.replay_costs[step]
-        if not outcome.batch:
-            return MS_PER_TIC  # nothing to compute: wait for the next frame
+        if not outcome.batch:  # no forward: wait for the next frame (after a frame dropped once encoded, that long)
+            return MS_PER_TIC if self.cost is not None else max(MS_PER_TIC, outcome.measured_s * 1000.0)
         if self.cost is not None:
             return self.cost.step_ms(outcome.decode_rows, outcome.prefill_tokens)
         return outcome.measured_s * 1000.0
+
+    def frame_encode_ms(self, measured_ms: float) -> float:
+        """What encoding a frame took on this clock, for its age bound: the recorded time when replaying (none for
+        recordings made before it was recorded), nothing on the fixed-cost clock, else the measured time."""
+        if self.replay_costs is not None:
+            return next(self._replay_encode, 0.0)
+        return 0.0 if self.cost is not None else measured_ms
 
     def charge(self, ms: float) -> int:
         """Advance session time by ms; return the whole tics that became due."""

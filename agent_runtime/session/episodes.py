@@ -165,7 +165,7 @@ class ModelPlayer:
         return episode_manifest(self.config, policy=self.args.policy, env_seed=seed, agent_seed=seed, index=index,
                                 model_spec=self.spec, loaded=self.loaded, model_seed=MODEL_SEED, fixed_cost=self.fixed,
                                 think_tokens=self.think_tokens, max_tics=self.args.max_tics, bounds=self.bounds,
-                                frame_encoder=self.runtime.frame_encoder)
+                                frames=self.runtime.frame_identity())
 
     def play(self, env, seed: int, recording) -> dict:
         t0 = time.monotonic()

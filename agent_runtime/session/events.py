@@ -15,8 +15,8 @@ class Kind:
 
     # the world and the engine
     FRAME_READ = "frame_read"  # a frame came from the world (read_ms, screen_hash)
-    FRAME_PREFILLED = "frame_prefilled"  # a frame entered its block (age_ms, tokens, status_tokens)
-    FRAME_DROPPED = "frame_dropped"  # a pending frame was never prefilled (reason: stale | superseded, age_ms)
+    FRAME_PREFILLED = "frame_prefilled"  # a frame entered its block (age_ms, tokens, status_tokens, encode_ms)
+    FRAME_DROPPED = "frame_dropped"  # a frame was never prefilled (reason: stale | superseded | encoded_late, age_ms)
     ENGINE_STEP = "engine_step"  # one batched forward (batch: [(role, tokens)], compute_ms, pool_used_pages)
     CLOCK_ADVANCE = "clock_advance"  # a synchronous world moved by a step's cost (step, cost_ms)
     TOKEN = "token"  # a Thinker token (token, text)

@@ -23,7 +23,7 @@ class GymAgent:
         config = runtime.config
         self.agent = MultiStreamAgent(runtime.runner, runtime.tokenizer, runtime.grammar, SessionGeneration(),
                                       engine=config.engine, budgets=config.budgets, scenario=scenario, seed=seed,
-                                      frame_encoder=runtime.frame_encoder)
+                                      frame_encoder=runtime.frame_encoder, vision=runtime.vision)
         self.index = {name: i for i, name in enumerate(action_names)}
         self.frame_skip, self.held, self.decisions = frame_skip, (0, 0), 0
 

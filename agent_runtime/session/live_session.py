@@ -143,7 +143,7 @@ def run_live(env: DoomEnv, runtime, *, seconds: float | None = None, voice=None,
     agent = MultiStreamAgent(runtime.runner, runtime.tokenizer, runtime.grammar, generation, engine=config.engine,
                              budgets=config.budgets, scenario=env.scenario, commentary=speaker is not None,
                              on_sentence=speaker.say if speaker is not None else None, bus=bus, notify=notify,
-                             frame_encoder=runtime.frame_encoder)
+                             frame_encoder=runtime.frame_encoder, vision=runtime.vision)
     inputs = LiveInputs(runtime.grammar, typed=typed, voice=voice, printed=printed)
     loop = SessionLoop(world, agent, executor, inputs=inputs, bus=bus, progress=progress, store=runtime.store)
 

@@ -13,18 +13,22 @@ from agent_runtime.control.user_inputs import ScriptedInputs
 def run_llm_episode(env: DoomEnv, runtime: Runtime, *, seed: int | None = None, max_tics: int | None = None,
                     fixed_cost: FixedCost | None = None, bus: EventBus | None = None, think: bool = True,
                     user_script: dict | None = None, progress=None, record_path: str | None = None,
-                    agent_seed: int = 0, replay_costs: list[float] | None = None, on_decision=None) -> dict:
+                    agent_seed: int = 0, replay_costs: list[float] | None = None,
+                    replay_encode_ms: list[float] | None = None, on_decision=None) -> dict:
     """Play one episode with the multi-stream agent; return its result (SessionLoop.result) and timing metrics.
-    user_script: {engine step: text or (text, command)}; replay_costs: step costs (ms) to charge, not measured."""
+    user_script: {engine step: text or (text, command)}; replay_costs, replay_encode_ms: step costs and frame
+    encoding times (ms) to charge, not measured."""
     config = runtime.config
     bounds = runtime.time_bounds(fixed_cost)
     engine = config.engine.model_copy(update={"think": think and config.engine.think})
+    clock = SessionClock(fixed_cost, replay_costs=replay_costs, replay_encode_ms=replay_encode_ms)
     result, _ = play_headless(
-        env, SessionClock(fixed_cost, replay_costs=replay_costs), bounds,
+        env, clock, bounds,
         lambda generation: MultiStreamAgent(runtime.runner, runtime.tokenizer, runtime.grammar, generation,
                                             engine=engine, budgets=config.budgets, scenario=env.scenario,
                                             seed=agent_seed, on_decision=on_decision, bus=bus,
-                                            frame_encoder=runtime.frame_encoder),
+                                            frame_encoder=runtime.frame_encoder, vision=runtime.vision,
+                                            encode_cost=clock.frame_encode_ms),
         inputs=ScriptedInputs(user_script, runtime.grammar) if user_script else None, bus=bus, progress=progress,
         store=runtime.store, record_path=record_path, seed=seed, max_tics=max_tics)
     result["max_action_age_ms"] = bounds.max_action_age_ms  # what fenced the actions (auto: resolved here)

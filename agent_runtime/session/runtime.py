@@ -25,9 +25,16 @@ from agent_runtime.session.time_bounds import AUTO, TimeBounds, decision_step_co
 SHIPPED_DETECTOR = Path(__file__).parents[1] / "trained" / "screen-detector" / "detector.safetensors"
 
 
-def open_frame_encoder(engine):
+def open_frame_encoder(engine, vision=None):
     """engine.frame_source's encoder; pixels loads engine.detector's weights (null: the shipped ones). A missing or
-    damaged weights file is a UserError (one line)."""
+    damaged weights file is a UserError (one line). engine.frame_line none: no encoder (no line), which needs image
+    tokens in the frame blocks: a vision-language model (`vision`) with frame_source pixels."""
+    if engine.frame_line == "none":
+        if vision is None or engine.frame_source != "pixels":
+            raise UserError("engine.frame_line none leaves frame blocks empty unless a vision-language model's image "
+                            "tokens fill them: use --model with an Idefics3/SmolVLM or LLaVA-style model (or "
+                            "tiny:smolvlm) and --frame-source pixels, or another engine.frame_line")
+        return None
     try:
         return frame_encoder(engine.frame_source, engine.detector or SHIPPED_DETECTOR)
     except DetectorWeightsError as e:
@@ -41,13 +48,19 @@ class Runtime(AbstractContextManager):  # `with Runtime.open(...) as runtime:` c
     runner: ModelRunner
     grammar: ActionGrammar
     config: RunConfig
-    frame_encoder: object = None  # what writes frame lines (engine.frame_source): envs/frame_encoders.py
+    frame_encoder: object = None  # what writes frame lines (engine.frame_source): envs/frame_encoders.py; None: none
     env: object = None  # the DoomEnv Runtime.open opened (closed with the runtime), else None
     _bounds: dict = field(default_factory=dict, repr=False)  # resolved TimeBounds per clock
 
     @property
     def tokenizer(self):
         return self.loaded.tokenizer
+
+    @property
+    def vision(self):
+        """The vision tower whose image tokens frame blocks hold: a vision-language model's, with frame_source
+        pixels (None otherwise: frames are text)."""
+        return self.loaded.vision if self.config.engine.frame_source == "pixels" else None
 
     def time_bounds(self, fixed_cost=None, *, announce: bool = False) -> TimeBounds:
         """The age bounds every session of this runtime plays under, resolved once per clock: max_action_age_ms
@@ -62,6 +75,13 @@ class Runtime(AbstractContextManager):  # `with Runtime.open(...) as runtime:` c
             if announce and step_ms is not None and fixed_cost is None:
                 stderr_line(self._bounds[key].describe())
         return self._bounds[key]
+
+    def frame_identity(self) -> dict:
+        """What wrote the frame blocks, for manifests: the frame source and the screen detector's hash (None when
+        the labels or a vision-language model's image tokens alone wrote them)."""
+        encoder = self.frame_encoder
+        return {"frame_source": self.config.engine.frame_source,
+                "detector_hash": encoder.weights_hash if encoder is not None else None}
 
     @classmethod
     def open(cls, config: RunConfig, *, model: str | None = None, loaded: LoadedModel | None = None, env=None,
@@ -97,6 +117,8 @@ class Runtime(AbstractContextManager):  # `with Runtime.open(...) as runtime:` c
               device: str = "cpu") -> "Runtime":
         """device="cuda": model, KV pool and Triton view attention on the GPU (when one exists)."""
         loaded.model.to(device)
+        if loaded.vision is not None:
+            loaded.vision.to(device)
         dtype = next(loaded.model.parameters()).dtype
         store = KVBlockStore.for_model(loaded.config, capacity_tokens=config.kv.capacity_tokens,
                                        page_size=config.kv.page_size, dtype=dtype, device=device)
@@ -104,7 +126,8 @@ class Runtime(AbstractContextManager):  # `with Runtime.open(...) as runtime:` c
         grammar = ActionGrammar(buttons, loaded.tokenizer, scenario=scenario,
                                 default_tics=config.engine.action_hold_tics, hold_counts=config.engine.hold_counts,
                                 count_text=config.engine.hold_count_text)
-        return cls(loaded, store, runner, grammar, config, open_frame_encoder(config.engine))
+        return cls(loaded, store, runner, grammar, config, open_frame_encoder(
+            config.engine, loaded.vision if config.engine.frame_source == "pixels" else None))
 
     def close(self) -> None:
         if self.env is not None:

@@ -1,7 +1,9 @@
 """Frames in: each new frame is prefilled into a block of its own, and leaves the views when it is too old.
 
 Only the newest pending frame is worth prefilling; older ones and any past the frame-age bound are dropped,
-counted. A frame block attends only to itself; the own status gets a block only when it changed.
+counted, and so is a frame whose encoding (frame line, vision tower) ends past the bound: never prefilled. A frame
+block attends only to itself: its frame line, or a vision-language model's image tokens, or both; the own status
+gets a block only when it changed.
 """
 
 from collections import deque
@@ -39,9 +41,13 @@ class FrameStream(Stream):
     role = "frame"
 
     def __init__(self, ctx, bounds: TimeBounds, *, listened, signed: bool = False, aimed: bool = False,
-                 encoder=LABELS):
+                 encoder=LABELS, vision=None, encode_cost=None):
+        """encoder: what writes the frame line (None: no line); vision: a VisionEncoder whose image tokens the
+        block holds (None: text only); encode_cost(measured_ms): the ms the clock says encoding took (the
+        measured time, nothing on the fixed-cost clock, the recorded time in a rerun), which the age bound reads."""
         super().__init__(ctx)
         self.bounds, self.listened, self.signed, self.aimed, self.encoder = bounds, listened, signed, aimed, encoder
+        self.vision, self.encode_cost = vision, encode_cost or (lambda ms: ms)
         self.pending: deque[TimedFrame] = deque()
         self.in_view: deque[TimedFrame] = deque()  # the frames section's blocks' frames, oldest first
         self.status_text: str | None = None  # what the newest status block says
@@ -78,30 +84,45 @@ class FrameStream(Stream):
         if not self.pending:
             return
         timed = self.pending.pop()
+        (tokens, images), encode_s = measured(self._encode, timed)
+        plan.compute_s += encode_s  # the detector's or vision tower's forward is reaction time like the model's
+        self.stats.frame_encode_ms.append(round(encode_s * 1000.0, 3))
+        encode_ms = self.encode_cost(encode_s * 1000.0)
+        if self.bounds.frame_stale(timed.read_ms, plan.now_ms + encode_ms):  # too old once encoded: never prefilled
+            self._dropped(timed, plan.now_ms + encode_ms, "encoded_late", encode_cost_ms=encode_ms)
+            return
         status, status_tokens = status_line(timed.frame), 0
         if status != self.status_text:
             self.status_text = status
-            block, status_tokens = self._prefill(plan, "status", status, "status")
+            block, status_tokens = self._prefill(plan, "status", encode(self.tok, status), "status")
             self.sections.add("status", block)
-        line, encode_s = measured(frame_line, timed, self.signed, self.aimed, self.encoder)
-        plan.compute_s += encode_s  # the detector's forward is reaction time like the model's
-        self.stats.frame_encode_ms.append(round(encode_s * 1000.0, 3))
-        block, tokens = self._prefill(plan, f"frame{timed.frame.tic}", line, "frame")
-        plan.budget -= tokens + status_tokens
+        block = self._prefill(plan, f"frame{timed.frame.tic}", tokens, "frame", images)[0]
+        plan.budget -= len(tokens) + status_tokens
         self.in_view.append(timed)
         self.sections.add("frames", block)  # past the section's cap the oldest frame leaves it
         while len(self.in_view) > self.sections.caps["frames"]:  # in step with the section, without copying it
             self.in_view.popleft()
         self.stats.frames_prefilled += 1
         self.emit(Kind.FRAME_PREFILLED, "frames", tic=timed.frame.tic, sim_ms=plan.now_ms,
-                  age_ms=plan.now_ms - timed.read_ms, tokens=tokens, status_tokens=status_tokens,
-                  encode_ms=round(encode_s * 1000.0, 3))
+                  age_ms=plan.now_ms - timed.read_ms, tokens=len(tokens), status_tokens=status_tokens,
+                  encode_ms=round(encode_s * 1000.0, 3), encode_cost_ms=encode_ms,
+                  **({"image_tokens": len(images)} if images is not None else {}))
 
-    def _prefill(self, plan: StepPlan, label: str, text: str, role: str) -> tuple[Block, int]:
-        """A row prefilling `text` into a new block of its own (its creation hold is the caller's); its tokens."""
-        block, tokens = self.store.create(label), encode(self.tok, text)
-        plan.add(self, StreamInput(View(self.store, own=block, name=role), tokens, logits="none"), role=role,
-                 scratch=True)
+    def _encode(self, timed: TimedFrame) -> tuple[list[int], object]:
+        """The frame block's tokens and its image embeddings (None without a vision tower): the line prefix, the
+        image placeholders, then the frame line's words."""
+        line = frame_line(timed, self.signed, self.aimed, self.encoder) if self.encoder is not None else None
+        if self.vision is None:
+            return encode(self.tok, line), None
+        images = self.vision.encode([timed.frame.screen])[0]
+        words = encode(self.tok, " " + line.removeprefix(FRAME_PREFIX)) if line is not None else []
+        return encode(self.tok, FRAME_PREFIX) + self.vision.frame_tokens() + words, images
+
+    def _prefill(self, plan: StepPlan, label: str, tokens: list[int], role: str, images=None) -> tuple[Block, int]:
+        """A row prefilling `tokens` into a new block of its own (its creation hold is the caller's); their count."""
+        block = self.store.create(label)
+        plan.add(self, StreamInput(View(self.store, own=block, name=role), tokens, logits="none", images=images),
+                 role=role, scratch=True)
         return block, len(tokens)
 
     def clear(self) -> None:
@@ -112,7 +133,7 @@ class FrameStream(Stream):
 
     close = clear
 
-    def _dropped(self, timed: TimedFrame, now_ms: float, reason: str) -> None:
+    def _dropped(self, timed: TimedFrame, now_ms: float, reason: str, **detail) -> None:
         self.stats.frames_dropped += 1
         self.emit(Kind.FRAME_DROPPED, "frames", tic=timed.frame.tic, sim_ms=now_ms, age_ms=now_ms - timed.read_ms,
-                  reason=reason)
+                  reason=reason, **detail)
