@@ -77,14 +77,32 @@ def _check_physics(result: dict) -> None:
     assert r["pool_blocks_left"] == 0
 
 
+def _check_image_rows(result: dict, lines: dict[str, str]) -> None:
+    """A row per image model, as its progress line printed it; the frame rate is what encoding plus prefill allow."""
+    rows = {row["model"]: row for row in result["image_blocks"]}
+    assert sorted(rows) == ["tiny:llava", "tiny:smolvlm"]
+    for model, row in rows.items():
+        line = lines[f"(e) {model}:"]
+        tokens, encode, batched, prefill, rate = map(float, re.search(
+            r"(\d+) tokens a frame, encode (\d+\.\d) ms \((\d+\.\d) ms a frame in a batch of 4\), prefill "
+            r"(\d+\.\d) ms: (\d+\.\d) frames/s", line).groups())
+        assert row["tokens_per_frame"] == tokens == 16  # the tiny towers: 64 patches, 4 to a token (SmolVLM), or 16 patches (LLaVA)
+        for key, printed in (("encode_ms", encode), ("encode_ms_per_frame_batch4", batched),
+                             ("prefill_ms", prefill), ("frames_per_s", rate)):
+            assert row[key] == pytest.approx(printed, abs=0.06) and row[key] > 0
+        assert row["frames_per_s"] == pytest.approx(1000.0 / (row["encode_ms"] + row["prefill_ms"]))
+
+
 def test_bench_kv_ratios_agree_with_their_timings_and_the_pool_is_left_empty(tmp_path):
-    proc = run_cli("bench", "kv", "--model", "tiny:llama", "--repeats", "3", "--json", "--out", str(tmp_path), cwd=REPO)
+    proc = run_cli("bench", "kv", "--model", "tiny:llama", "--repeats", "3", "--json", "--out", str(tmp_path),
+                   "--image-models", "tiny:smolvlm,tiny:llava", cwd=REPO)
     assert proc.returncode == 0, proc.stderr
     assert _after_first_start(proc.stderr).startswith("machine: ")
     result = json.loads(proc.stdout)
     _check_against_progress(result, _progress(proc.stderr))
     _check_ratios(result)
     _check_physics(result)
+    _check_image_rows(result, _progress(proc.stderr))
     assert json.loads((tmp_path / "kv.json").read_text()) == result
     assert (tmp_path / "kv_streams.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

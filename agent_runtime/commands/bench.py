@@ -16,9 +16,14 @@ WITH_SCENARIO = ("--scenario", "--seed", "--config")
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="bench", metavar="BENCH", required=True)
-    kv = _bench(sub, "kv", _run_kv, "KV blocks and views: view vs contiguous, drop vs recompute, N streams vs 1",
-                "kv.json and kv_streams.png", "--config", "--model", "--dtype", "--threads", "--device")
+    kv = _bench(sub, "kv", _run_kv, "KV blocks and views: view vs contiguous, drop vs recompute, N streams vs 1, "
+                "image blocks (a vision-language model's frames)", "kv.json and kv_streams.png", "--config",
+                "--model", "--dtype", "--threads", "--device")
     kv.add_argument("--repeats", type=int, default=15, help="timed repeats per measurement (default 15)")
+    kv.add_argument("--image-models", default=None, help=(
+        "comma-separated vision-language models for the image rows: tiny:smolvlm, tiny:llava, smolvlm-256m-shapes "
+        "(SmolVLM-256M's shapes, random weights) or a local model directory (default: those three; none: no image "
+        "rows)"))
     _episodes_bench(sub, "reaction", _run_reaction,
                     "reaction latency: multi-stream (llm) vs sequential vs no-think, same model and seeds",
                     "reaction.json and reaction_cdf.png")
@@ -102,6 +107,7 @@ def _output(args, result: dict, report, *json_paths) -> int:
 
 
 def _run_kv(args) -> int:
+    from agent_runtime.benchmarks.image_block_bench import IMAGE_MODELS, image_row
     from agent_runtime.benchmarks.kv_bench import KVBench, plot_streams
     from agent_runtime.benchmarks.measure import bench_bar, load_bench_model
 
@@ -111,8 +117,13 @@ def _run_kv(args) -> int:
     loaded.model.to(args.device)
     backend = "triton" if args.device == "cuda" else "torch"
     bench = KVBench(loaded, repeats=args.repeats, device=args.device, backend=backend)
-    with bench_bar(bench.steps, "kv", "step"):
+    image_models = ([] if args.image_models == "none" else args.image_models.split(",") if args.image_models
+                    else list(IMAGE_MODELS))
+    with bench_bar(bench.steps + len(image_models), "kv", "step"):
         result = _stamp(bench.run(), info)
+        result["image_blocks"] = [image_row(spec.strip(), dtype=loaded.cpu.dtype, device=args.device,
+                                            repeats=max(3, args.repeats // 3), timer=bench.timer)
+                                  for spec in image_models]
     plot_streams(result, out / "kv_streams.png", f"{loaded.model_id}, {info['threads']} thread(s), {args.device}")
     result["plot"] = str(out / "kv_streams.png")
     return _output(args, result, lambda: _print_kv(result), out / "kv.json")
@@ -130,6 +141,10 @@ def _print_kv(result: dict) -> None:
     print(f"(c) bound: the linear layers alone cost {result['linears4_vs_1']:.2f}x on 4 rows vs 1 "
           f"({result['linears_ms_4']:.1f} vs {result['linears_ms_1']:.1f} ms), so 4 streams gain at most "
           f"{result['streams4_bound']:.2f}x")
+    for row in result["image_blocks"]:
+        print(f"(e) image blocks, {row['model']}: {row['tokens_per_frame']} tokens a frame; vision tower "
+              f"{row['encode_ms']:.1f} ms a frame ({row['encode_ms_per_frame_batch4']:.1f} ms a frame in a batch of 4), "
+              f"prefill {row['prefill_ms']:.1f} ms: {row['frames_per_s']:.1f} frames/s")
     print(f"plot: {result['plot']}")
 
 

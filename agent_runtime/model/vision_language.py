@@ -45,6 +45,23 @@ def tiny_vision_config(kind: str, image_token_id: int):
                        vision_feature_select_strategy="default", tie_word_embeddings=True)
 
 
+def smolvlm_256m_shaped(torch_dtype) -> tuple:
+    """(VLM, image processor) with SmolVLM-256M's shapes and random weights: a SigLIP base-patch16-512 tower (93M),
+    4x pixel shuffle (64 tokens an image), SmolLM2-135M. Its weights don't ship; for timings, which only the
+    shapes decide."""
+    from transformers import AutoModelForImageTextToText, Idefics3Config, Idefics3ImageProcessorPil, LlamaConfig
+
+    text = LlamaConfig(vocab_size=49280, hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
+                       num_attention_heads=9, num_key_value_heads=3, rope_theta=100000.0, tie_word_embeddings=True,
+                       max_position_embeddings=8192)
+    config = Idefics3Config(vision_config=dict(hidden_size=768, intermediate_size=3072, num_hidden_layers=12,
+                                               num_attention_heads=12, image_size=512, patch_size=16),
+                            text_config=text.to_dict(), scale_factor=4, image_token_id=49190, tie_word_embeddings=True)
+    processor = Idefics3ImageProcessorPil(do_image_splitting=False, size={"longest_edge": 512},
+                                          max_image_size={"longest_edge": 512})
+    return AutoModelForImageTextToText.from_config(config, dtype=torch_dtype).eval(), processor
+
+
 def tiny_image_processor(kind: str):
     """The tiny models' image processors: the families' own, at the tiny towers' sizes (one image a frame)."""
     if kind == "smolvlm":
