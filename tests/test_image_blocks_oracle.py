@@ -7,6 +7,7 @@ runtime's image path (VisionEncoder, the runner's embedding rows) is in it.
 """
 
 import copy
+import os
 import random
 
 import numpy as np
@@ -23,6 +24,7 @@ from agent_runtime.model.vision_language import refuse_multi_axis_rope
 pytestmark = pytest.mark.cpu_sensitive  # `make test` runs it again on the forced AVX2 path
 
 TOL = 1e-4
+BACKEND = os.environ.get("VIEW_ATTENTION_BACKEND", "torch")  # triton: tests/test_runner_triton_backend.py
 
 
 class VLMOracle:
@@ -62,7 +64,7 @@ def rig(request):
     loaded = load_model(f"tiny:{request.param}", dtype="float32", seed=3)
     oracle = VLMOracle(loaded)  # before the runner packs the language model's linears
     store = KVBlockStore.for_model(loaded.config, capacity_tokens=4096, page_size=4)
-    return ModelRunner(loaded, store), oracle, loaded.vision
+    return ModelRunner(loaded, store, backend=BACKEND), oracle, loaded.vision
 
 
 def screens(n: int, seed: int) -> list[np.ndarray]:

@@ -101,3 +101,42 @@ def test_tiny_weights_are_the_same_with_and_without_simd():
                           env={**os.environ, "ATEN_CPU_CAPABILITY": "default"}, cwd=os.path.dirname(os.path.dirname(__file__)))
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == here
+
+
+@pytest.mark.parametrize("kind", ["smolvlm", "llava"])
+def test_a_saved_vision_language_directory_loads_with_its_image_side(tmp_path, kind):
+    """A local Idefics3/SmolVLM or LLaVA directory (weights, image processor, tokenizer) loads as the tiny model it
+    was saved from: the same weights and the same image embeddings; SmolVLM's image wrapping comes from its
+    tokenizer."""
+    import numpy as np
+    import torch
+
+    tiny = load_model(f"tiny:{kind}", dtype="float32", seed=6)
+    tiny.vision.vlm.save_pretrained(tmp_path)
+    tiny.vision.processor.save_pretrained(tmp_path)
+    tokenizer = tiny.tokenizer
+    if kind == "smolvlm":  # SmolVLM's tokenizer has the tokens its prompts wrap a global image in
+        tokenizer.add_tokens(["<fake_token_around_image>", "<global-img>"], special_tokens=True)
+    tokenizer.save_pretrained(tmp_path)
+    loaded = load_model(str(tmp_path), dtype="float32")
+    assert loaded.weight_hash == tiny.weight_hash and loaded.vision.family == tiny.vision.family
+    screen = np.random.default_rng(0).integers(0, 256, size=(120, 160, 3), dtype=np.uint8)
+    torch.testing.assert_close(loaded.vision.encode([screen])[0], tiny.vision.encode([screen])[0])
+    image = [loaded.vision.image_token_id] * 16
+    if kind == "smolvlm":
+        around, tag = (tokenizer.convert_tokens_to_ids(t) for t in ("<fake_token_around_image>", "<global-img>"))
+        assert loaded.vision.frame_tokens() == [around, tag, *image, around]
+    else:
+        assert loaded.vision.frame_tokens() == image
+
+
+def test_multi_axis_rotary_models_are_refused_in_one_line_before_loading(tmp_path):
+    import json
+
+    from tests.cli_runner import run_cli
+
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "qwen2_vl", "rope_scaling": {
+        "type": "mrope", "mrope_section": [16, 24, 24]}}))
+    done = run_cli("episode", "--model", tmp_path, "--max-tics", "5", "--no-record")
+    assert done.returncode == 2 and "multi-axis rotary positions" in done.stderr
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) <= 2  # the loading line, the error

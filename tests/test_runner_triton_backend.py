@@ -1,6 +1,7 @@
 """The model runner's GPU path (Triton view attention) equals its CPU path, checked under the Triton interpreter."""
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -40,3 +41,12 @@ def test_triton_backend_matches_torch_backend_in_the_runner():
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(REPO)}
     proc = subprocess.run([sys.executable, "-c", SCRIPT], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0 and proc.stdout.startswith("ok"), proc.stderr[-3000:]
+
+
+def test_image_blocks_through_the_triton_kernel_equal_the_vision_language_models_forward():
+    """The image-block oracle tests (tests/test_image_blocks_oracle.py), views read by the Triton kernel."""
+    env = {**os.environ, "TRITON_INTERPRET": "1", "VIEW_ATTENTION_BACKEND": "triton", "PYTHONPATH": str(REPO)}
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           "tests/test_image_blocks_oracle.py", "-k", "equal_the_models_forward or same_forward"],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0 and re.search(r"\b4 passed", proc.stdout), proc.stdout[-3000:] + proc.stderr[-2000:]
