@@ -9,9 +9,10 @@ from agent_runtime.errors import UserError
 
 # Options that mean the same in every command that has them: add_options(p, flag, ...) adds them.
 OPTIONS = {
-    "--model": dict(help="model: a safetensors directory, a .gguf file, tiny:llama or a Hugging Face id "
-                         "(OWNER/NAME) already in the local Hugging Face cache, never downloaded (default: the "
-                         "config's, else the embedded SmolLM2-135M-Instruct)"),
+    "--model": dict(help="model: a safetensors directory (a causal LM, or an Idefics3/SmolVLM or LLaVA-style "
+                         "vision-language model), a .gguf file, tiny:llama, tiny:smolvlm, tiny:llava or a Hugging "
+                         "Face id (OWNER/NAME) already in the local Hugging Face cache, never downloaded (default: "
+                         "the config's, else the embedded SmolLM2-135M-Instruct)"),
     "--adapter": dict(help="LoRA adapter from `agent-runtime train`, merged at load (default: the config's "
                            "model.adapter, the shipped one; `none`: the untrained model)"),
     "--no-record": dict(action="store_true", help="write no recording"),
@@ -27,7 +28,8 @@ OPTIONS = {
     "--barge-in": dict(choices=("pause_confirm", "half_duplex", "immediate"), help="what user speech does while the "
                        "agent talks: pause_confirm (open speakers), half_duplex, immediate (default: the config's)"),
     "--frame-source": dict(choices=("labels", "pixels"), help="where frame lines come from: labels (the engine's "
-                           "label buffer) or pixels (the screen, by the shipped screen detector) (default: the config's)"),
+                           "label buffer) or pixels (the screen, by the shipped screen detector; with a "
+                           "vision-language model also its image tokens) (default: the config's)"),
     "--json": dict(action="store_true", help="print the result as JSON on stdout, nothing else"),
 }
 MODEL_OPTIONS = ("--model", "--adapter", "--dtype", "--threads", "--device")  # where a command loads a model

@@ -83,8 +83,6 @@ class VisionEncoder:
         self.vlm, self.processor = vlm, processor
         self.family = "llava" if vlm.config.model_type == "llava" else "idefics3"
         self.image_token_id = int(vlm.config.image_token_id)
-        if self.family == "idefics3" and hasattr(processor, "do_image_splitting"):
-            processor.do_image_splitting = False
         self.before, self.after = self._wrap_tokens(tokenizer)
         self.tokens_per_frame = int(self.encode([np.zeros((120, 160, 3), np.uint8)])[0].shape[0])
 
@@ -114,7 +112,7 @@ class VisionEncoder:
                 pixels.to(device, dtype), vision_feature_layer=self.vlm.config.vision_feature_layer,
                 vision_feature_select_strategy=self.vlm.config.vision_feature_select_strategy).pooler_output
         else:
-            batch = self.processor(images=[[s] for s in screens], return_tensors="pt")
+            batch = self.processor(images=[[s] for s in screens], return_tensors="pt", do_image_splitting=False)
             features = self.vlm.model.get_image_features(
                 batch["pixel_values"].to(device, dtype), batch["pixel_attention_mask"].to(device)).pooler_output
         return [f.reshape(-1, f.shape[-1]) for f in features]
