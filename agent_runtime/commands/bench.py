@@ -24,6 +24,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "comma-separated vision-language models for the image rows: tiny:smolvlm, tiny:llava, smolvlm-256m-shapes "
         "(SmolVLM-256M's shapes, random weights) or a local model directory (default: those three; none: no image "
         "rows)"))
+    st = _bench(sub, "step", _run_step, "one decision step against this machine's floor for it (weights and KV read "
+                "at the measured bandwidth, multiplies at the measured throughput), with its breakdown",
+                "step.json and step.png", *WITH_SCENARIO, *MODEL_OPTIONS[:-1])  # CPU paths: no --device
+    st.add_argument("--max-tics", type=int, default=300, help="tics of the episode whose steps are timed (default 300)")
+    st.add_argument("--cpu-paths", choices=("this", "all"), default="this", help=(
+        "this: the CPU path this machine chose; all: also every path it can be forced to (AVX2 on an AVX-512 CPU), "
+        "each in a process of its own"))
     _episodes_bench(sub, "reaction", _run_reaction,
                     "reaction latency: multi-stream (llm) vs sequential vs no-think, same model and seeds",
                     "reaction.json and reaction_cdf.png")
@@ -127,6 +134,41 @@ def _run_kv(args) -> int:
     plot_streams(result, out / "kv_streams.png", f"{loaded.model_id}, {info['threads']} thread(s), {args.device}")
     result["plot"] = str(out / "kv_streams.png")
     return _output(args, result, lambda: _print_kv(result), out / "kv.json")
+
+
+def _run_step(args) -> int:
+    from agent_runtime.benchmarks.measure import bench_bar, load_bench_model
+    from agent_runtime.benchmarks.step_bench import measure_step, other_cpu_paths, plot_steps
+
+    from agent_runtime.config import from_args
+
+    at_least(args, 30, "--max-tics")
+    args.device = "cpu"
+    args.seed = from_args(args).seed if args.seed is None else args.seed
+    out = writable_dir(args.out, "--out")
+    loaded, info = load_bench_model(args, clock="fixed_cost (the world); each step's wall time measured")
+    with bench_bar(5, "step", "part"):
+        result = _stamp(measure_step(args, loaded, lambda seed: _open_runtime(args, loaded, env_seed=seed)), info)
+    paths = [result] + (other_cpu_paths(args) if args.cpu_paths == "all" else [])
+    full = {**result, "paths": paths[1:]} if len(paths) > 1 else result
+    plot_steps(paths, out / "step.png", f"{loaded.model_id}, {info['threads']} thread(s), decision steps")
+    full["plot"] = str(out / "step.png")
+    return _output(args, full, lambda: _print_step(paths, full["plot"]), out / "step.json")
+
+
+def _print_step(paths: list[dict], plot: str) -> None:
+    for result in paths:
+        print(f"cpu path {result['cpu_path']}: read bandwidth {result['bandwidth_gb_s']:.1f} GB/s, matmul "
+              f"{result['throughput_gflop_s']:.0f} GFLOP/s (the runtime's linears at 256 rows)")
+        for name, step in ((k, result[k]) for k in ("decision", "decode") if k in result):
+            print(f"  {name} step ({step['rows']} rows, {step['kept_rows']} with logits, {step['kv_tokens']} KV "
+                  f"tokens read): {step['step_ms']:.1f} ms; floor {step['floor_ms']:.1f} ms ({step['bytes_read'] / 1e6:.0f}"
+                  f" MB read: {step['memory_ms']:.1f} ms; {step['flops'] / 1e9:.1f} GFLOP: {step['compute_ms']:.1f} ms)"
+                  f" -> {step['step_vs_floor']:.1f}x the floor")
+            print(f"    linears {step['linears_ms']:.1f} ms, attention {step['attention_ms']:.1f} ms, rest of the "
+                  f"forward {step['forward_rest_ms']:.1f} ms, command scoring {step['scoring_ms']:.1f} ms, engine and "
+                  f"Python {step['engine_python_ms']:.1f} ms")
+    print(f"plot: {plot}")
 
 
 def _print_kv(result: dict) -> None:
