@@ -54,3 +54,25 @@ def test_the_std_shown_with_plus_minus_is_the_sample_std():
     assert s["kills_mean"] == 3.0 and abs(s["kills_std"] - (14 / 3) ** 0.5) < 1e-12  # n - 1, not n
     assert abs(s["reward_std"] - 2 * s["kills_std"]) < 1e-12 and s["tics_std"] == 0.0
     assert _agent_summary([{"kills": 4, "reward": 1, "tics": 9}])["kills_std"] == 0.0
+
+
+def test_frame_sources_and_lags_play_in_one_run_and_give_kills_against_lag(tmp_path):
+    """`--frame-sources labels,pixels` adds the model agents on pixels; `--lag-tics` every agent seeing the game late;
+    the lag curve is the agents' own kills, lag 0 first, and the expert (who plays) does worse seeing 8 tics late."""
+    proc = _bench("--model", "tiny:llama", "--fixed-cost", "--threads", "1", "--agents", "llm,expert",
+                  "--frame-sources", "labels,pixels", "--lag-tics", "0,8", "--episodes", "2", "--max-tics", "200",
+                  "--json", "--out", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    agents = result["agents"]
+    assert list(agents) == ["llm", "expert", "llm_pixels", "llm_lag8", "expert_lag8"]
+    curve = result["lag_curve"]
+    assert set(curve) == {"llm", "expert"}
+    for agent, points in curve.items():
+        assert [p["lag_tics"] for p in points] == [0, 8] and points[1]["lag_ms"] == round(8 * 1000 / 35, 1)
+        assert [p["kills_mean"] for p in points] == [agents[agent]["kills_mean"], agents[f"{agent}_lag8"]["kills_mean"]]
+    assert agents["expert"]["kills_mean"] > agents["expert_lag8"]["kills_mean"]
+    assert (tmp_path / "lag_curve.png").read_bytes()[:4] == b"\x89PNG" and result["lag_curve_plot"].endswith("lag_curve.png")
+    for flag, value in (("--lag-tics", "0,x"), ("--frame-sources", "labels,screen"), ("--lag-tics", "99")):
+        bad = _bench(flag, value, "--agents", "expert", "--out", str(tmp_path))
+        assert bad.returncode == 2 and flag in bad.stderr and "Traceback" not in bad.stderr

@@ -1,13 +1,17 @@
 """`bench play`: how well each agent plays, on the same seeds, interleaved, on the measured-compute clock.
 
 Per agent (model agents with and without the adapter, and the players without a model): kills, reward and
-survival tics (mean and standard deviation), reaction p50 for the model agents; a bar chart of kills.
+survival tics (mean and standard deviation), reaction p50 for the model agents; a bar chart of kills. Variants in
+the same run: a model agent on another frame source (`llm_pixels`), any agent seeing the game late (`llm_lag4`:
+four tics late, envs/lagged_env.py), which gives each agent's kills against lag.
 """
 
+import re
 import statistics
 from pathlib import Path
 
 from envs.doom_env import DoomEnv
+from envs.lagged_env import LaggedEnv
 
 from agent_runtime.benchmarks.measure import load_bench_model, progress, save_figure, subplots
 from agent_runtime.config import from_args
@@ -15,6 +19,7 @@ from agent_runtime.fanout.episode_worker import decide_once
 from agent_runtime.fanout.outcome import plain_args
 from agent_runtime.model.model_loader import load_model
 from agent_runtime.percentiles import percentile
+from agent_runtime.session.clocks import MS_PER_TIC
 from agent_runtime.policies.baseline_policies import make_policy, run_baseline_episode
 from agent_runtime.policies.sequential_agent import run_sequential_episode
 from agent_runtime.session.episodes import fixed_cost
@@ -22,6 +27,22 @@ from agent_runtime.session.llm_episode import run_llm_episode
 from agent_runtime.session.runtime import Runtime
 
 MODEL_AGENTS = ("llm", "llm_untrained", "sequential", "no_think")
+VARIANT = re.compile(r"(?P<base>[a-z_]+?)(?:_(?P<source>labels|pixels))?(?:_lag(?P<lag>\d+))?")
+
+
+def variant_names(agents: tuple[str, ...], lag_tics: tuple[int, ...] = (), frame_sources: tuple[str, ...] = ()) -> tuple:
+    """The agents, then each model agent on every frame source after the first (`llm_pixels`: model agents read
+    frame lines; the others read the game), then every agent at every lag but 0 (`expert_lag4`)."""
+    names = list(agents)
+    names += [f"{a}_{source}" for source in frame_sources[1:] for a in agents if a in MODEL_AGENTS]
+    names += [f"{a}_lag{lag}" for lag in lag_tics if lag for a in agents]
+    return tuple(dict.fromkeys(names))
+
+
+def parse_variant(name: str, source: str) -> tuple[str, str, int]:
+    """(agent, frame source, lag tics) of a variant name; `source`: the unsuffixed agents' frame source."""
+    match = VARIANT.fullmatch(name)
+    return match["base"], match["source"] or source, int(match["lag"] or 0)
 
 
 def _agent_summary(runs: list[dict]) -> dict:
@@ -42,13 +63,14 @@ def _agent_summary(runs: list[dict]) -> dict:
 
 class PlayBenchJob:
     """`bench play`'s tasks, (episode index, agent): what the serial bench and each Ray worker play them on, the
-    model (the adapter the command names, else the shipped one), one engine and the runtimes `_build` makes."""
+    model (the adapter the command names, else the shipped one), one engine and the runtimes `_runtime` opens."""
 
     command = "bench play"
 
     def __init__(self, args, agents: tuple[str, ...]):
         self.args, self.agents = plain_args(args), agents
-        self.env = self.fixed_cost = self.runtimes = None
+        self.env = self.fixed_cost = self.loaded = self.config = None
+        self.runtimes: dict[tuple[str, str], Runtime] = {}
 
     def setup(self, threads: int) -> dict:
         """A Ray worker's: the model loaded on the CPUs Ray reserved for it."""
@@ -59,37 +81,44 @@ class PlayBenchJob:
                 "adapter": loaded.adapter.hash if loaded.adapter else None, "_machine": machine}
 
     def build(self, loaded) -> None:
-        a = self.args
-        self.fixed_cost = fixed_cost(a)
-        self._build(loaded, from_args(a))
+        """One engine for every agent of the model (its label buffer on when some agent reads labels); the
+        runtimes are opened as their agents first play (`_runtime`)."""
+        self.configure(loaded)
+        sources = {parse_variant(name, self.config.engine.frame_source)[1] for name in self.agents}
+        self.env = DoomEnv(self.args.scenario, seed=self.args.seed, labels="labels" in sources)
 
-    def _build(self, loaded, config) -> None:
-        """The runtimes the model agents play on: "trained" on `loaded`, "untrained" on the same weights without
-        the adapter (loaded only when one is merged and llm_untrained plays)."""
-        self.env = DoomEnv(self.args.scenario, seed=self.args.seed, labels=config.engine.frame_source == "labels")
-        self.runtimes = {}
-        if any(name in MODEL_AGENTS for name in self.agents):
-            trained = untrained = Runtime.open(config, loaded=loaded, env=self.env, device=self.args.device)
-            if loaded.adapter is not None and "llm_untrained" in self.agents:
-                untrained = Runtime.open(config, loaded=load_model(self.args.model, dtype=loaded.cpu.dtype),
-                                         env=self.env, device=self.args.device)
-            self.runtimes = {"trained": trained, "untrained": untrained}
+    def configure(self, loaded) -> None:
+        self.fixed_cost, self.loaded, self.config = fixed_cost(self.args), loaded, from_args(self.args)
+
+    def _runtime(self, kind: str, source: str) -> Runtime:
+        """The runtime of the model agents on `source`: "trained" on the loaded model, "untrained" on the same
+        weights without the adapter (the trained one when none is merged)."""
+        if (kind, source) not in self.runtimes:
+            config = self.config.model_copy(update={"engine": self.config.engine.model_copy(
+                update={"frame_source": source})})
+            loaded = self.loaded
+            if kind == "untrained" and loaded.adapter is not None:
+                loaded = load_model(self.args.model, dtype=loaded.cpu.dtype)
+            self.runtimes[(kind, source)] = Runtime.open(config, loaded=loaded, env=self.env, device=self.args.device)
+        return self.runtimes[(kind, source)]
 
     def play(self, task) -> dict:
         """Episode i of one agent on seed + i; a player without a model plays on a fresh engine seeded alike."""
         index, name = task.key
+        agent, source, lag = parse_variant(name, self.config.engine.frame_source)
         seed, max_tics, fixed_cost = self.args.seed + index, self.args.max_tics, self.fixed_cost
-        if name in ("llm", "llm_untrained"):
-            runtime = self.runtimes["untrained" if name == "llm_untrained" else "trained"]
-            return run_llm_episode(self.env, runtime, seed=seed, max_tics=max_tics, fixed_cost=fixed_cost,
+        env = LaggedEnv(self.env, lag) if lag else self.env
+        if agent in ("llm", "llm_untrained"):
+            runtime = self._runtime("untrained" if agent == "llm_untrained" else "trained", source)
+            return run_llm_episode(env, runtime, seed=seed, max_tics=max_tics, fixed_cost=fixed_cost,
                                    agent_seed=seed)
-        if name in MODEL_AGENTS:
-            think = self.args.think_tokens if name == "sequential" else 0
-            return run_sequential_episode(self.env, self.runtimes["trained"], think_tokens=think, seed=seed,
+        if agent in MODEL_AGENTS:
+            think = self.args.think_tokens if agent == "sequential" else 0
+            return run_sequential_episode(env, self._runtime("trained", source), think_tokens=think, seed=seed,
                                           max_tics=max_tics, fixed_cost=fixed_cost, agent_seed=seed)
         with DoomEnv(self.args.scenario, seed=seed) as fresh:
-            policy = make_policy(name, fresh.buttons, seed=seed, screen_width=fresh.resolution[1])
-            result = run_baseline_episode(fresh, policy, max_tics=max_tics)
+            policy = make_policy(agent, fresh.buttons, seed=seed, screen_width=fresh.resolution[1])
+            result = run_baseline_episode(LaggedEnv(fresh, lag) if lag else fresh, policy, max_tics=max_tics)
         result["tics"] = max(result["tics"], 0)  # the engine reads tic 0 after a map that ended with the kill
         result.pop("reaction_samples_ms")  # a player without a model decides in no time: it has no reaction to report
         result.pop("frame_encode_samples_ms")
@@ -101,8 +130,10 @@ class PlayBenchJob:
 
     def summarize(self, per_agent: dict[str, list[dict]]) -> dict:
         a = self.args
-        return {"agents": {name: _agent_summary(runs) for name, runs in per_agent.items()}, "episodes": a.episodes,
-                "seeds": [a.seed + i for i in range(a.episodes)]}
+        agents = {name: _agent_summary(runs) for name, runs in per_agent.items()}
+        result = {"agents": agents, "episodes": a.episodes, "seeds": [a.seed + i for i in range(a.episodes)]}
+        curves = lag_curves(agents, self.config.engine.frame_source if self.config else "labels")
+        return {**result, "lag_curve": curves} if curves else result
 
     def title(self, machine: dict, adapter: str | None, workers: str) -> str:
         a = self.args
@@ -110,13 +141,41 @@ class PlayBenchJob:
                 + (f" + adapter {adapter[:8]}" if adapter else ", no adapter") + (f", {workers}" if workers else ""))
 
 
+def lag_curves(agents: dict[str, dict], source: str) -> dict[str, list[dict]]:
+    """Per agent played at more than one lag: its kills at each lag (tics and ms), lag 0 first."""
+    points: dict[str, list[dict]] = {}
+    for name, summary in agents.items():
+        agent, agent_source, lag = parse_variant(name, source)
+        key = agent if agent_source == source else f"{agent}_{agent_source}"
+        points.setdefault(key, []).append({"lag_tics": lag, "lag_ms": round(lag * MS_PER_TIC, 1),
+                                           "kills_mean": summary["kills_mean"], "kills_std": summary["kills_std"],
+                                           "episodes": summary["episodes"]})
+    return {key: sorted(p, key=lambda q: q["lag_tics"]) for key, p in points.items() if len(p) > 1}
+
+
+def plot_lag_curve(result: dict, path: Path, title: str) -> None:
+    """Kills against how late each agent sees the game."""
+    fig, ax = subplots(figsize=(6, 4))
+    for key, points in result["lag_curve"].items():
+        ax.errorbar([p["lag_ms"] for p in points], [p["kills_mean"] for p in points],
+                    yerr=[p["kills_std"] for p in points], marker="o", capsize=3, label=key)
+    ax.set(xlabel="frames seen late by (ms; 28.6 ms a tic)", ylabel="kills per episode (mean ± sample std)",
+           title=title)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    save_figure(fig, path, dpi=110)
+
+
 def plot_kills(result: dict, path: Path, title: str) -> None:
     names = list(result["agents"])
     means = [result["agents"][n]["kills_mean"] for n in names]
     stds = [result["agents"][n]["kills_std"] for n in names]
     fig, ax = subplots(figsize=(8, 3.6))
-    colors = ["tab:blue" if n in MODEL_AGENTS else "tab:gray" for n in names]
+    colors = ["tab:blue" if parse_variant(n, "labels")[0] in MODEL_AGENTS else "tab:gray" for n in names]
     ax.bar(names, means, yerr=stds, capsize=4, color=colors)
     ax.set(ylabel="kills per episode (mean ± sample std)", title=title)
     ax.tick_params(axis="x", labelrotation=20)
     save_figure(fig, path, dpi=110)
+    if result.get("lag_curve"):
+        result["lag_curve_plot"] = str(path.with_name("lag_curve.png"))
+        plot_lag_curve(result, path.with_name("lag_curve.png"), title)

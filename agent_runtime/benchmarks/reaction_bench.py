@@ -48,10 +48,11 @@ class ReactionBenchJob(PlayBenchJob):
 
     command = "bench reaction"
 
-    def _build(self, loaded, config) -> None:
-        runtime = Runtime.open(config, loaded=loaded, scenario=self.args.scenario, env_seed=self.args.seed,
+    def build(self, loaded) -> None:
+        self.configure(loaded)
+        runtime = Runtime.open(self.config, loaded=loaded, scenario=self.args.scenario, env_seed=self.args.seed,
                                device=self.args.device)
-        self.env, self.runtimes = runtime.env, {"trained": runtime}
+        self.env, self.runtimes = runtime.env, {("trained", self.config.engine.frame_source): runtime}
 
     def report(self, task, r: dict, where: str) -> None:
         progress(f"episode {task.key[0] + 1}/{self.args.episodes} {task.key[1]}{where}: reaction p50 "

@@ -42,6 +42,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                          "play.json and play_kills.png")
     pl.add_argument("--agents", help="comma-separated subset of: " + ", ".join(PLAY_AGENTS) + " (default all; "
                                      "multi_stream, multi_stream_untrained: old names of llm, llm_untrained)")
+    pl.add_argument("--frame-sources", metavar="LIST", help=(
+        "comma-separated frame sources, e.g. labels,pixels: the model agents also play on each after the first "
+        "(llm_pixels, ...), in the same run; the first is the plain names' (default: --frame-source's)"))
+    pl.add_argument("--lag-tics", metavar="LIST", help=(
+        "comma-separated lags in tics (28.6 ms each), e.g. 0,2,4,8: every agent also plays seeing the game that "
+        "late (llm_lag4, ...): kills against lag, in the JSON's lag_curve and lag_curve.png"))
     mem = _bench(sub, "memory", _run_memory, "long headless run: KV pool and process memory must stay flat",
                  "memory.json and memory.png", "--scenario", "--config", "--fixed-cost", "--model", "--dtype",
                  "--threads", "--device")
@@ -371,9 +377,29 @@ def _play_agents(text: str | None) -> tuple[str, ...]:
 def _run_play(args) -> int:
     from agent_runtime.benchmarks.play_bench import PlayBenchJob, plot_kills
 
+    from agent_runtime.benchmarks.play_bench import variant_names
+
     at_least(args, 1, "--episodes")
-    job = PlayBenchJob(args, _play_agents(args.agents))
+    sources = _listed(args.frame_sources, "--frame-sources", str, allowed=("labels", "pixels"))
+    lags = _listed(args.lag_tics, "--lag-tics", int, allowed=range(0, 36))
+    if sources:
+        args.frame_source = sources[0]
+    job = PlayBenchJob(args, variant_names(_play_agents(args.agents), tuple(lags), tuple(sources)))
     return _play_episodes(args, job, "play_kills.png", plot_kills, _print_play_table)
+
+
+def _listed(text: str | None, flag: str, kind, allowed) -> list:
+    """A comma-separated option's values, each of `kind` and in `allowed`; [] when not given."""
+    if text is None:
+        return []
+    try:
+        values = [kind(v.strip()) for v in text.split(",") if v.strip()]
+    except ValueError:
+        values = []
+    if not values or any(v not in allowed for v in values):
+        raise UserError(f"{flag} {text!r}: give a comma-separated list of "
+                        + (", ".join(allowed) if isinstance(allowed, tuple) else f"{allowed.start}..{allowed.stop - 1}"))
+    return values
 
 
 def _print_play_table(result: dict) -> None:
@@ -385,6 +411,9 @@ def _print_play_table(result: dict) -> None:
         print(f"{name:24s} {s['kills_mean']:6.1f} ± {s['kills_std']:5.1f} {s['reward_mean']:6.1f} ± "
               f"{s['reward_std']:5.1f} {s['tics_mean']:7.0f} ± {s['tics_std']:6.0f} {p50:>13s}")
     print(f"mean ± sample std (n - 1) over {result['episodes']} episode(s) per agent; plot: {result['plot']}")
+    for agent, points in result.get("lag_curve", {}).items():
+        print(f"{agent} kills against lag: " + ", ".join(f"{p['lag_ms']:.0f} ms {p['kills_mean']:.1f}" for p in points)
+              + f"; plot: {result['lag_curve_plot']}")
 
 
 def run(args: argparse.Namespace) -> int:
