@@ -60,7 +60,10 @@ def agent_with(runtime, vision, bus, encode_cost=None):
 @pytest.mark.parametrize("delay_s,prefilled", [(0.0, True), (0.15, False)])
 def test_a_frame_too_old_when_its_encoding_ends_is_dropped_not_prefilled(runtime, delay_s, prefilled):
     bus = EventBus()
-    agent = agent_with(runtime, SlowVision(runtime.vision, delay_s), bus)
+    # the fast case is charged nothing for its encoding (as on the fixed-cost clock), so a loaded machine cannot
+    # make it late; the slow one its measured time, which the sleep puts past the bound
+    agent = agent_with(runtime, SlowVision(runtime.vision, delay_s), bus,
+                       encode_cost=None if delay_s else (lambda ms: 0.0))
     try:
         agent.push_frame(frame_at(5, read_ms=0.0))  # fresh when the step starts: 10 ms old, bound 100 ms
         outcome = agent.step(10.0)
@@ -112,7 +115,7 @@ def test_a_vision_language_episode_plays_decodes_beside_image_prefills_and_rerun
     """`episode --model tiny:smolvlm --frame-source pixels`: the Thinker and the action stream decode in the same
     forwards as image blocks are prefilled; the recording names the model and re-runs identically."""
     args = ["episode", "--model", model, "--frame-source", "pixels", "--max-tics", "120", "--out", tmp_path,
-            "--json", "--threads", "1"]
+            "--json", "--threads", "1", "--fixed-cost"]  # the same steps however loaded the machine is
     if frame_line is not None:
         config = tmp_path / "config.yaml"
         config.write_text(f"engine:\n  frame_line: {frame_line}\n")
