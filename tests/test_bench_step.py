@@ -50,11 +50,17 @@ def test_bench_step_floor_follows_from_shapes_and_machine_and_the_parts_add_up(t
         assert sum(step[p] for p in parts) >= step["step_ms"] * (1 - 1e-9)  # only a clamp at 0 adds
         assert step["attention_ms"] + step["scoring_ms"] <= step["step_ms"]  # timed in place, inside the step
     assert result["decision"]["scoring_ms"] > 0  # decisions score commands; one-row Thinker steps don't
+    rows = sorted({"1", str(result["decision"]["rows"])})
+    assert sorted(result["kernels"]) == rows  # the linears on other kernels at a decode's and a decision's rows
+    for timings in result["kernels"].values():
+        assert set(timings) == {"this_path", "float32", "int8_dynamic"} and min(timings.values()) > 0
     printed = run_cli("bench", "step", "--model", "tiny:llama", "--max-tics", "60", "--out", tmp_path / "again",
                       "--threads", "1")
     assert printed.returncode == 0, printed.stderr
     assert re.search(r"decision step \(\d+ rows, \d+ with logits, \d+ KV tokens read\): [\d.]+ ms; floor [\d.]+ ms",
                      printed.stdout)
+    assert re.search(r"the linears alone at 1 row\(s\), other kernels side by side: this path [\d.]+ ms, float32 "
+                     r"[\d.]+ ms \([\d.]+x\), int8 weights [\d.]+ ms", printed.stdout)
     assert (tmp_path / "step.png").read_bytes()[:4] == b"\x89PNG"
     assert (MultiStreamAgent.step, model_runner.ModelRunner.forward, model_runner.view_attention,
             CommandScorer.scores) == ORIGINALS

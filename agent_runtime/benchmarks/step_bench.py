@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from dataclasses import dataclass, field
 
 import torch
@@ -152,6 +153,41 @@ class LinearTimer:
         return 2.0 * THROUGHPUT_ROWS * self.layer_params / seconds / 1e9
 
 
+def kernel_alternatives(timer: LinearTimer, rows: tuple[int, ...], repeats: int = REPEATS) -> dict:
+    """The step's linears (head left out) on other kernels beside the runtime's, interleaved round by round, at
+    each of `rows`: float32 on torch's own kernels, and int8 weights with activations quantized per step (torch's
+    dynamic quantization: fbgemm, VNNI where the CPU has it). int8 changes the arithmetic, so decisions change."""
+    float32 = torch.nn.Sequential(*[torch.nn.Linear(m.in_features, m.out_features, bias=False) for m in timer.layers])
+    with torch.no_grad():
+        for copy, m in zip(float32, timer.layers):
+            copy.weight.copy_(m.weight.float())
+    with warnings.catch_warnings():  # torch.ao's quantized tensors announce their deprecation
+        warnings.simplefilter("ignore")
+        int8 = torch.ao.quantization.quantize_dynamic(float32, {torch.nn.Linear}, dtype=torch.qint8)
+    kinds = {"this_path": (timer.layers, timer.dtype), "float32": (list(float32), torch.float32),
+             "int8_dynamic": (list(int8), torch.float32)}
+    out = {}
+    for n in rows:
+        inputs = {dtype: {m.in_features: torch.randn(1, n, m.in_features, dtype=dtype) for m in timer.layers}
+                  for dtype in (timer.dtype, torch.float32)}
+
+        def run(modules, dtype, n=n, inputs=inputs):
+            kernels = step_kernels(timer.kernels, n) if timer.kernels and dtype == timer.dtype else contextlib.nullcontext()
+            with torch.inference_mode(), kernels:
+                for m, layer in zip(modules, timer.layers):
+                    m(inputs[dtype][layer.in_features])
+
+        samples = {kind: [] for kind in kinds}
+        for round_ in range(repeats + 1):
+            for kind, (modules, dtype) in kinds.items():
+                seconds = _seconds(lambda: run(modules, dtype))
+                if round_:
+                    samples[kind].append(seconds)
+        out[str(n)] = {kind: statistics.median(v) * 1e3 for kind, v in samples.items()}
+        progress(f"linears at {n} row(s): " + ", ".join(f"{k} {v:.1f} ms" for k, v in out[str(n)].items()))
+    return out
+
+
 def floor_ms(rows: int, kept: int, kv_tokens: int, *, weight_bytes: float, kv_bytes_per_token: float,
              layer_params: int, head_params: int, bandwidth_gb_s: float, throughput_gflop_s: float) -> dict:
     """What a step of this shape can't go below: every weight and the views' KV read once, or its multiplies at
@@ -239,8 +275,9 @@ def measure_step(args, loaded, open_runtime) -> dict:
             run_llm_episode(runtime.env, runtime, seed=args.seed, fixed_cost=FixedCost(), max_tics=args.max_tics)
         progress(f"{len(probe.samples)} steps played")
         result = summarize(probe.samples, timer, model_info(loaded, runtime.store), machine)
-    if "decision" not in result:
-        raise UserError(f"no decision step in {args.max_tics} tics: raise --max-tics")
+        if "decision" not in result:
+            raise UserError(f"no decision step in {args.max_tics} tics: raise --max-tics")
+        result["kernels"] = kernel_alternatives(timer, tuple(dict.fromkeys((1, result["decision"]["rows"]))))
     return {**machine, **result, "cpu_path": loaded.cpu.name, "dtype": loaded.cpu.dtype}
 
 

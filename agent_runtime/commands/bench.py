@@ -153,7 +153,7 @@ def _run_step(args) -> int:
     args.seed = from_args(args).seed if args.seed is None else args.seed
     out = writable_dir(args.out, "--out")
     loaded, info = load_bench_model(args, clock="fixed_cost (the world); each step's wall time measured")
-    with bench_bar(5, "step", "part"):
+    with bench_bar(7, "step", "part"):
         result = _stamp(measure_step(args, loaded, lambda seed: _open_runtime(args, loaded, env_seed=seed)), info)
     paths = [result] + (other_cpu_paths(args) if args.cpu_paths == "all" else [])
     full = {**result, "paths": paths[1:]} if len(paths) > 1 else result
@@ -174,6 +174,11 @@ def _print_step(paths: list[dict], plot: str) -> None:
             print(f"    linears {step['linears_ms']:.1f} ms, attention {step['attention_ms']:.1f} ms, rest of the "
                   f"forward {step['forward_rest_ms']:.1f} ms, command scoring {step['scoring_ms']:.1f} ms, engine and "
                   f"Python {step['engine_python_ms']:.1f} ms")
+        for rows, ms in result.get("kernels", {}).items():
+            base = ms["this_path"]
+            print(f"  the linears alone at {rows} row(s), other kernels side by side: this path {base:.1f} ms, "
+                  f"float32 {ms['float32']:.1f} ms ({ms['float32'] / base:.2f}x), int8 weights {ms['int8_dynamic']:.1f}"
+                  f" ms ({ms['int8_dynamic'] / base:.2f}x; different arithmetic, so different decisions)")
     print(f"plot: {plot}")
 
 
