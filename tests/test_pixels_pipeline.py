@@ -160,6 +160,9 @@ def test_a_pixels_recording_names_its_detector_and_reruns_as_it_ran(tmp_path):
     save_detector(ScreenDetector(channels=8), weights)  # another detector at the same path
     refused = run_cli("replay", directory, "--rerun")
     assert refused.returncode == 2 and "detector" in refused.stderr and "Traceback" not in refused.stderr
+    weights.unlink()  # no detector at all: the runtime's own one line, not a scenario that cannot start
+    missing = run_cli("replay", directory, "--rerun")
+    assert missing.returncode == 2 and str(weights) in missing.stderr and "cannot start scenario" not in missing.stderr
 
 
 def test_collect_frames_under_the_agent(tmp_path):

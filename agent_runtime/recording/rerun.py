@@ -132,6 +132,8 @@ def _play_again(recording: Recording, config, costs: list[float], env_seed: int,
     bus = EventBus(f"rerun-{recording.dir.name}", keep=True)
     try:
         runtime = Runtime.open(config, loaded=loaded, env_seed=env_seed)
+    except UserError as e:  # what the runtime itself refuses (missing detector weights, ...) says so itself
+        raise UserError(f"{source}: {e}") from None
     except Exception as e:  # an unknown scenario, a broken .cfg or WAD
         raise UserError(f"{source}: cannot start scenario {config.scenario}: {first_line(e)}") from None
     with runtime:
