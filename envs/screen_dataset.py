@@ -84,8 +84,8 @@ def replaced(path: Path) -> Iterator[Path]:
 
 def write_shard(path: Path, frames: list[Frame]) -> None:
     """The frames' screens and objects in one compressed file, written whole and renamed."""
-    with replaced(path) as temporary, open(temporary, "wb") as f:  # a file: numpy would add ".npz" to a name
-        np.savez_compressed(f, screens=np.stack([f.screen for f in frames]),
+    with replaced(path) as temporary, open(temporary, "wb") as out:  # a file: numpy would add ".npz" to a name
+        np.savez_compressed(out, screens=np.stack([f.screen for f in frames]),
                             tics=np.array([f.tic for f in frames], np.int32), **object_table(frames))
 
 

@@ -9,7 +9,7 @@ Rows for the tiny models (what the tests run) and for a model with SmolVLM-256M'
 import numpy as np
 import torch
 
-from agent_runtime.benchmarks.measure import Timing, progress
+from agent_runtime.benchmarks.measure import interleaved, progress
 from agent_runtime.engine.kv_block_store import KVBlockStore
 from agent_runtime.engine.model_runner import ModelRunner, StreamInput
 from agent_runtime.engine.view import View
@@ -49,14 +49,10 @@ def image_row(spec: str, *, dtype: str, device: str, repeats: int, timer=measure
         view.close()
 
     features = vision.encode(screens[:1])[0]
-    samples = {"encode": [], "encode_batch": [], "prefill": []}
-    for round_ in range(repeats + 1):
-        times = (timer(lambda: vision.encode(screens[:1]))[1], timer(lambda: vision.encode(screens))[1] / BATCH,
-                 timer(prefill)[1])
-        if round_:  # the first round warms up
-            for key, seconds in zip(samples, times):
-                samples[key].append(seconds)
-    ms = {key: Timing(values).median * 1e3 for key, values in samples.items()}
+    timings = interleaved({"encode": lambda: vision.encode(screens[:1]), "encode_batch": lambda: vision.encode(screens),
+                           "prefill": prefill}, repeats, timer=timer)
+    ms = {key: t.median * 1e3 for key, t in timings.items()}
+    ms["encode_batch"] /= BATCH
     row = {"model": spec, "tokens_per_frame": vision.tokens_per_frame, "encode_ms": ms["encode"],
            f"encode_ms_per_frame_batch{BATCH}": ms["encode_batch"], "prefill_ms": ms["prefill"],
            "frames_per_s": 1000.0 / (ms["encode"] + ms["prefill"])}

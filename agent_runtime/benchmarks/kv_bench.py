@@ -17,7 +17,7 @@ import torch.nn.functional as F
 
 from attention_kernels.view_layout import ViewLayout
 
-from agent_runtime.benchmarks.measure import Timing, progress, save_figure, subplots
+from agent_runtime.benchmarks.measure import Timing, interleaved, progress, save_figure, subplots
 from agent_runtime.session.clocks import measured
 from agent_runtime.engine.kv_block_store import KVBlockStore
 from agent_runtime.model.model_loader import LoadedModel
@@ -28,18 +28,6 @@ from agent_runtime.engine.view import View
 
 def _tokens(rng: random.Random, n: int) -> list[int]:
     return [rng.randrange(100, 40000) for _ in range(n)]
-
-
-def _interleaved(steps: dict, rounds: int, warmup: int = 1, timer=measured) -> dict:
-    """Each step's Timing; the steps take turns round by round, so machine drift hits them all alike."""
-    for _ in range(warmup):
-        for step in steps.values():
-            step()
-    samples = {k: [] for k in steps}
-    for _ in range(rounds):
-        for k, step in steps.items():
-            samples[k].append(timer(step)[1])
-    return {k: Timing(v) for k, v in samples.items()}
 
 
 def _synced(fn) -> tuple[object, float]:
@@ -109,7 +97,7 @@ class KVBench:
             with torch.inference_mode(), self._kernels(1):
                 self.plain(input_ids=torch.tensor([[7]], device=self.device), cache=cache, use_cache=True)
 
-        t = _interleaved({"plain": plain_step, "view8": lambda: self.runner.forward([StreamInput(view8, [7])]),
+        t = interleaved({"plain": plain_step, "view8": lambda: self.runner.forward([StreamInput(view8, [7])]),
                           "view1": lambda: self.runner.forward([StreamInput(view1, [7])])}, self.repeats, warmup=3,
                          timer=self.timer)
         progress(f"(a) decode at {per * self.blocks} tokens: view of {self.blocks} blocks {t['view8'].ms()}, "
@@ -148,7 +136,7 @@ class KVBench:
         """Rounds interleave the stream counts, so machine drift hits every count alike."""
         prompt = self._block("prompt", _tokens(self.rng, 256))
         views = {n: [View(self.store, [prompt], own_label=f"s{n}") for _ in range(n)] for n in counts}
-        t = _interleaved({n: lambda vs=vs: self.runner.forward([StreamInput(v, [7]) for v in vs])
+        t = interleaved({n: lambda vs=vs: self.runner.forward([StreamInput(v, [7]) for v in vs])
                           for n, vs in views.items()}, rounds, timer=self.timer)
         rates = {n: n / t[n].median for n in counts}
         for n in counts:
@@ -174,7 +162,7 @@ class KVBench:
                 for m in modules:
                     m(inputs[m.in_features])
 
-        t = _interleaved({rows: functools.partial(step, rows) for rows in (1, 4)}, rounds, timer=self.timer)
+        t = interleaved({rows: functools.partial(step, rows) for rows in (1, 4)}, rounds, timer=self.timer)
         one, four = t[1], t[4]
         progress(f"(c) bound: the {len(modules)} linear layers alone, 1 row {one.ms()} vs 4 rows {four.ms()}")
         return {"linears_ms_1": one.median * 1e3, "linears_ms_4": four.median * 1e3,
@@ -218,7 +206,7 @@ def kernel_vs_sdpa(*, views: int = 8, keys: int = 2048, chunks: int = 8, q_heads
     sdpa = functools.partial(F.scaled_dot_product_attention, q4, k_contig, v_contig, scale=scale, enable_gqa=True)
     ours = triton()
     max_abs_diff = float((ours.float() - sdpa().view_as(ours).float()).abs().max())
-    t = _interleaved({"triton": triton, "sdpa": sdpa}, repeats, timer=_cuda_timed if device == "cuda" else measured)
+    t = interleaved({"triton": triton, "sdpa": sdpa}, repeats, timer=_cuda_timed if device == "cuda" else measured)
     t_triton, t_sdpa = t["triton"].median, t["sdpa"].median
     bytes_read = 2 * views * keys * kv_heads * head_dim * k_cache.element_size()
     return {

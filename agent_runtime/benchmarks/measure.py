@@ -12,6 +12,7 @@ from agent_runtime.model.cpu_path import allowed_cores
 from agent_runtime.model.model_loader import load_for_cpu
 from agent_runtime.notices import progress_bar, stderr_line
 from agent_runtime.percentiles import percentile
+from agent_runtime.session.clocks import measured
 
 
 @dataclass
@@ -26,6 +27,18 @@ class Timing:
 
     def ms(self) -> str:
         return f"{self.median * 1e3:.2f} ms [{min(self.samples) * 1e3:.2f}..{max(self.samples) * 1e3:.2f}]"
+
+
+def interleaved(steps: dict, rounds: int, warmup: int = 1, timer=measured) -> dict:
+    """Each step's Timing; the steps take turns round by round, so machine drift hits them all alike."""
+    for _ in range(warmup):
+        for step in steps.values():
+            step()
+    samples = {k: [] for k in steps}
+    for _ in range(rounds):
+        for k, step in steps.items():
+            samples[k].append(timer(step)[1])
+    return {k: Timing(v) for k, v in samples.items()}
 
 
 def machine_info(model_id: str, threads: int, clock: str, device: str = "cpu", cpu=None) -> dict:

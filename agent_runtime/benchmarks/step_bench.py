@@ -9,6 +9,7 @@ the engine around the forward (scheduling, views, Python).
 """
 
 import contextlib
+import functools
 import json
 import os
 import statistics
@@ -21,14 +22,14 @@ from dataclasses import dataclass, field
 
 import torch
 
-from agent_runtime.benchmarks.measure import progress, save_figure, subplots
+from agent_runtime.benchmarks.measure import interleaved, progress, save_figure, subplots
 from agent_runtime.control.action_grammar import CommandScorer
 from agent_runtime.engine import model_runner as runner_module
 from agent_runtime.engine.multistream_agent import MultiStreamAgent
 from agent_runtime.errors import UserError
 from agent_runtime.model.cpu_path import detect_features
 from agent_runtime.model.linear_kernels import step_kernels
-from agent_runtime.session.clocks import FixedCost
+from agent_runtime.session.clocks import FixedCost, measured
 from agent_runtime.session.llm_episode import run_llm_episode
 
 BANDWIDTH_BYTES = 512 * 2**20  # read once per measurement: far past any cache
@@ -111,14 +112,8 @@ def read_bandwidth_gb_s(repeats: int = REPEATS) -> float:
     """This machine's memory read bandwidth on torch's threads: a float32 tensor far larger than any cache, summed."""
     data = torch.ones(BANDWIDTH_BYTES // 4)
     data.sum()
-    times = [_seconds(data.sum) for _ in range(repeats)]
+    times = [measured(data.sum)[1] for _ in range(repeats)]
     return BANDWIDTH_BYTES / statistics.median(times) / 1e9
-
-
-def _seconds(fn) -> float:
-    t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
 
 
 class LinearTimer:
@@ -145,7 +140,7 @@ class LinearTimer:
                     self.lm_head(head_input)
 
         run()
-        return statistics.median(_seconds(run) for _ in range(repeats))
+        return statistics.median(measured(run)[1] for _ in range(repeats))
 
     def throughput_gflop_s(self) -> float:
         """FLOP/s of the layers at THROUGHPUT_ROWS rows (compute-bound there), the head left out."""
@@ -177,13 +172,9 @@ def kernel_alternatives(timer: LinearTimer, rows: tuple[int, ...], repeats: int 
                 for m, layer in zip(modules, timer.layers):
                     m(inputs[dtype][layer.in_features])
 
-        samples = {kind: [] for kind in kinds}
-        for round_ in range(repeats + 1):
-            for kind, (modules, dtype) in kinds.items():
-                seconds = _seconds(lambda: run(modules, dtype))
-                if round_:
-                    samples[kind].append(seconds)
-        out[str(n)] = {kind: statistics.median(v) * 1e3 for kind, v in samples.items()}
+        timings = interleaved({kind: functools.partial(run, modules, dtype) for kind, (modules, dtype) in kinds.items()},
+                              repeats)
+        out[str(n)] = {kind: t.median * 1e3 for kind, t in timings.items()}
         progress(f"linears at {n} row(s): " + ", ".join(f"{k} {v:.1f} ms" for k, v in out[str(n)].items()))
     return out
 

@@ -104,8 +104,8 @@ class VisionEncoder:
     @torch.inference_mode()
     def encode(self, screens: list[np.ndarray]) -> list[torch.Tensor]:
         """Each screen (HxWx3 uint8 RGB) as [tokens, hidden] embeddings, all screens in one batch of the tower."""
-        dtype = next(self.vlm.parameters()).dtype
-        device = next(self.vlm.parameters()).device
+        weight = next(self.vlm.parameters())  # where the tower is, and in what precision
+        dtype, device = weight.dtype, weight.device
         if self.family == "llava":
             pixels = self.processor(images=list(screens), return_tensors="pt")["pixel_values"]
             features = self.vlm.model.get_image_features(
