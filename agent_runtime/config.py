@@ -88,6 +88,9 @@ class VoiceConfig(_Strict):
     barge_in: Literal["pause_confirm", "half_duplex", "immediate"] = Field("pause_confirm", description=(
         "What user speech does while the agent talks: pause_confirm (open speakers), half_duplex, immediate "
         "(headset); see docs/voice.md."))
+    command_pause_ms: int = Field(64, ge=0, le=1024, description=(
+        "A whole command phrase that no longer phrase begins with is acted on after this much quiet, instead of "
+        "after the end-of-speech window (256 ms); 0: only on the end of speech."))
 
 
 class ModelConfig(_Strict):
@@ -138,7 +141,7 @@ def _describe(err: ValidationError, source: str) -> str:
 # a flag (its dest) -> the config key it overrides; a flag left unset takes the config's value (from_args)
 FLAG_KEYS = {"scenario": "scenario", "seed": "seed", "clock": "clock", "model": "model.path",
              "adapter": "model.adapter", "dtype": "model.dtype", "threads": "model.threads", "barge_in": "voice.barge_in",
-             "frame_source": "engine.frame_source"}
+             "command_pause_ms": "voice.command_pause_ms", "frame_source": "engine.frame_source"}
 
 
 def from_args(args, **fixed) -> RunConfig:

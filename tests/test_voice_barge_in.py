@@ -122,3 +122,23 @@ def test_half_duplex_ignores_the_microphone_while_talking(pipeline):
     assert r["playback"].stats.underruns == 0 and r["playback"].active  # talked straight through, not done yet
     with pytest.raises(ValueError):
         BargeInController(r["session"], r["playback"], mode="full_duplex")
+
+
+def test_a_settled_whole_phrase_commands_once_per_utterance_before_its_final():
+    from agent_runtime.voice.recognizer import Hypothesis
+
+    session, commands = SessionGeneration(), []
+    controller = BargeInController(session, PlaybackBuffer(session, 22_050), mode="immediate",
+                                   on_command=lambda c, h: commands.append((c, h.t_ms)))
+
+    def hyp(text, t_ms, utterance, *, final=False, settled=False):
+        return Hypothesis(text, None, final, t_ms, 0.0, utterance, 1000.0, t_ms - 256 if final else None, settled)
+
+    controller.feed([hyp("turn", 1200, 1, settled=True)], 1200)  # a pause inside "turn left": no command yet
+    controller.feed([hyp("turn left", 1400, 1)], 1400)  # an unsettled partial: not yet
+    assert commands == []
+    controller.feed([hyp("turn left", 1500, 1, settled=True)], 1500)
+    controller.feed([hyp("turn left", 1700, 1, final=True)], 1700)  # the final of the same utterance: no second act
+    assert commands == [("TURN_LEFT", 1500)]
+    controller.feed([hyp("stop", 2500, 2, final=True)], 2500)  # a later utterance still commits on its final
+    assert commands == [("TURN_LEFT", 1500), ("STOP", 2500)]

@@ -76,3 +76,42 @@ def test_no_hypothesis_on_noise(pipeline):
     rng = np.random.default_rng(3)
     frames = pipeline.run(rng.normal(0, 0.05, 16_000 * 2).astype(np.float32))
     assert [f for f in frames if isinstance(f, Hypothesis)] == []
+
+
+def _settled(frames):
+    return [f for f in frames if isinstance(f, Hypothesis) and f.settled]
+
+
+@pytest.mark.parametrize("voice", ["espeak:en-us", "flite:slt"])
+def test_a_whole_phrase_settles_a_short_pause_after_the_speech_long_before_the_final(voice):
+    pipeline = ListeningPipeline()  # settle_ms 64 by default
+    first = pipeline.run(utterance("go forward", voice))
+    assert not _settled(first), "nothing settles before the recognizer's CMN has adapted (the first utterance)"
+    early = []
+    for phrase in ("turn right", "shoot", "open the door"):
+        frames = pipeline.run(utterance(phrase, voice))
+        settled, final = _settled(frames), _finals(frames)[-1]
+        assert final.text == phrase
+        match = [s for s in settled if s.text == phrase and s.command == PHRASES[phrase]]
+        assert match, (phrase, [(s.text, s.t_ms) for s in settled])
+        # settled one pause (64 ms, two VAD windows, plus one window of slack) after the VAD's end of speech,
+        # while the final waits for the end-of-speech window (256 ms)
+        assert final.speech_end_ms < match[0].t_ms <= final.speech_end_ms + 96
+        early.append(final.t_ms - match[0].t_ms)
+    assert min(early) >= 150, early
+
+
+def test_no_settled_partials_when_the_pause_is_off():
+    pipeline = ListeningPipeline(settle_ms=0)
+    frames = [f for phrase in ("stop", "turn left") for f in pipeline.run(utterance(phrase))]
+    assert len(_finals(frames)) == 2 and not _settled(frames)
+
+
+def test_a_settled_partial_makes_its_whole_words_stable_but_not_a_prefix_of_a_longer_phrase():
+    sp = StablePrefix(agreement=2)
+    sp.update("turn", settled=True)  # a pause after "turn": stable, but no command yet
+    assert sp.stable_words == ["turn"] and sp.committable_command is None and not sp.final
+    sp.update("turn left", settled=True)
+    assert sp.committable_command == "TURN_LEFT" and not sp.final
+    sp.update("turn left", final=True)
+    assert sp.committable_command == "TURN_LEFT" and sp.final

@@ -31,12 +31,14 @@ def synthesize_script(script: list[tuple[str, str]]) -> tuple[np.ndarray, list[t
     return np.concatenate(track), spans
 
 
-def run_voice_bench(env, runtime, *, commands: int, seed: int = 0, mode: str = "immediate") -> dict:
+def run_voice_bench(env, runtime, *, commands: int, seed: int = 0, mode: str = "immediate",
+                    command_pause_ms: int = 64) -> dict:
     """Speak `commands` seeded commands the scenario can act on into live play; the result JSON-ready."""
     usable = [(p, c) for p, c in PHRASES.items() if c in env.buttons]  # what the scenario can do
     script = [usable[i] for i in np.random.default_rng(seed).integers(0, len(usable), commands)]  # (phrase, command)
     track, spans = synthesize_script(script)
-    voice, bus = VoiceIO(SessionGeneration(), mode=mode, mic_samples=track), EventBus()
+    voice = VoiceIO(SessionGeneration(), mode=mode, mic_samples=track, command_pause_ms=command_pause_ms)
+    bus = EventBus()
     seconds = len(track) / MIC_RATE + 0.5
     progress(f"speaking {commands} commands over {seconds:.0f} s of real-time play")
     with bench_bar(seconds, "voice", "s"):  # the game's seconds: 35 tics each in real time
@@ -56,7 +58,7 @@ def run_voice_bench(env, runtime, *, commands: int, seed: int = 0, mode: str = "
             from_end.append((act.t_mono - end_wall) * 1000.0)  # negative: acted before the phrase ended
             from_onset.append((act.t_mono - onset_wall) * 1000.0)
     return {
-        "commands": len(script), "recognized_correctly": correct,
+        "commands": len(script), "recognized_correctly": correct, "command_pause_ms": command_pause_ms,
         "recognition_accuracy": correct / len(script) if script else None,
         **stats("speech_end_to_action_ms", from_end), **stats("speech_onset_to_action_ms", from_onset),
         "samples_ms": [round(x, 1) for x in from_end], "live": result,

@@ -27,6 +27,8 @@ OPTIONS = {
     "--device": dict(default="cpu", choices=("cpu", "cuda"), help="where the model runs (default cpu)"),
     "--barge-in": dict(choices=("pause_confirm", "half_duplex", "immediate"), help="what user speech does while the "
                        "agent talks: pause_confirm (open speakers), half_duplex, immediate (default: the config's)"),
+    "--command-pause-ms": dict(type=int, metavar="MS", help="quiet after a whole voice command phrase that acts on it "
+                               "before the end-of-speech window; 0: only at the end of speech (default: the config's)"),
     "--frame-source": dict(choices=("labels", "pixels"), help="where frame lines come from: labels (the engine's "
                            "label buffer) or pixels (the screen, by the shipped screen detector; with a "
                            "vision-language model also its image tokens) (default: the config's)"),

@@ -35,7 +35,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                     "reaction latency: multi-stream (llm) vs sequential vs no-think, same model and seeds",
                     "reaction.json and reaction_cdf.png")
     vo = _bench(sub, "voice", _run_voice, "synthesized voice commands during real-time play: end of speech -> action",
-                None, *WITH_SCENARIO, "--barge-in", *MODEL_OPTIONS)
+                None, *WITH_SCENARIO, "--barge-in", "--command-pause-ms", *MODEL_OPTIONS)
     vo.add_argument("--commands", type=int, default=10, help="voice commands to speak (default 10)")
     pl = _episodes_bench(sub, "play", _run_play,
                          "play quality: kills, reward and survival of every agent on the same seeds",
@@ -328,7 +328,8 @@ def _run_voice(args) -> int:
     # the free cores, as in live: the real-time game and audio take well under half a core
     loaded, info = load_bench_model(args, clock=REALTIME_CLOCK, device=args.device)
     with _open_runtime(args, loaded, env_seed=args.seed, clock="realtime") as runtime:
-        result = run_voice_bench(runtime.env, runtime, commands=args.commands, seed=args.seed, mode=args.barge_in)
+        result = run_voice_bench(runtime.env, runtime, commands=args.commands, seed=args.seed, mode=args.barge_in,
+                                 command_pause_ms=runtime.config.voice.command_pause_ms)
     _stamp(result, info)
     ms = {k: [shown(result[f"speech_{k}_to_action_ms_{q}"], " ms") for q in ("p50", "p95", "max")]
           for k in ("end", "onset")}

@@ -17,7 +17,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-window", action="store_true",
                    help="never open the ViZDoom window (it opens when a display exists)")
     p.add_argument("--seconds", type=float, help="stop after this many seconds (default: when the episode ends)")
-    add_options(p, "--barge-in")
+    add_options(p, "--barge-in", "--command-pause-ms")
     p.add_argument("--input-device", help="microphone device index or name (default: the config's voice.input_device; "
                                           "see `python -m sounddevice`)")
     p.add_argument("--output-device", help="speaker device index or name (default: the config's voice.output_device)")
@@ -81,7 +81,7 @@ def _open_voice(args, config, generation):
     return VoiceIO(generation, mode=args.barge_in,
                    input_device=_device(args.input_device) if args.input_device else vc.input_device,
                    output_device=_device(args.output_device) if args.output_device else vc.output_device,
-                   **voice_options())  # DOOM_AGENT_AUDIO: the device-free backend instead of the sound devices
+                   command_pause_ms=config.voice.command_pause_ms, **voice_options())  # DOOM_AGENT_AUDIO: the device-free backend instead of the sound devices
 
 
 def _recordings(args, config, loaded, voice, bounds: dict):

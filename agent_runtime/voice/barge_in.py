@@ -121,7 +121,7 @@ class BargeInController:
             self._interrupt("vad")
 
     def _on_hypothesis(self, hyp: Hypothesis) -> None:
-        self._prefix.update(hyp.text, hyp.final)
+        self._prefix.update(hyp.text, hyp.final, hyp.settled)
         command = self._prefix.committable_command
         if self._pending is not None and command is not None and hyp.final:
             if hyp.speech_end_ms - hyp.speech_start_ms >= self.min_command_ms:

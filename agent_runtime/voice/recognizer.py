@@ -38,6 +38,7 @@ class Hypothesis:
     utterance: int
     speech_start_ms: float
     speech_end_ms: float | None  # finals only: where the VAD put the end of speech
+    settled: bool = False  # a partial after `settle_ms` of quiet: the speaker paused or stopped (finals: False)
 
     def to_json(self) -> dict:
         return {"text": self.text, "final": self.final, "t_ms": round(self.t_ms, 1),
@@ -70,6 +71,11 @@ class CommandRecognizer:
             self._audio.append(pcm)
         self.decoder.process_raw(pcm, False, False)
 
+    @property
+    def warmed_up(self) -> bool:
+        """CMN has adapted: partials are as good as finals (before, only the re-decoded final is trusted)."""
+        return self.warmup_left == 0
+
     def partial(self) -> str:
         hyp = self.decoder.hyp()
         return normalize(hyp.hypstr) if hyp is not None else ""
@@ -96,6 +102,7 @@ class ListeningPipeline:
     preroll_ms: int = 256  # audio kept from before the VAD onset so the first phoneme is not cut
     partial_every_ms: int = 96  # how often a partial hypothesis is asked for
     max_utterance_ms: int = 6000  # force a final result on endless "speech" (music, a stuck VAD)
+    settle_ms: int = 64  # quiet this long inside speech: a settled partial, long before the VAD's end of speech (0: none)
 
     def __post_init__(self):
         self._preroll: deque[np.ndarray] = deque(maxlen=max(1, self.preroll_ms // WINDOW_MS))
@@ -120,6 +127,8 @@ class ListeningPipeline:
             elif w.end_ms - self._speech_start_ms >= self.max_utterance_ms:
                 frames.append(UtteranceCut(w.end_ms, self._speech_start_ms, float(self.max_utterance_ms)))
                 frames.extend(self._hypothesis(w.end_ms, arrival, w.end_ms))
+            elif self.settle_ms and w.quiet_ms >= self.settle_ms > w.quiet_ms - WINDOW_MS and self.recognizer.warmed_up:
+                frames.extend(self._hypothesis(w.end_ms, arrival, settled=True))
             elif self._since_partial_ms >= self.partial_every_ms:
                 frames.extend(self._hypothesis(w.end_ms, arrival))
         return frames
@@ -146,16 +155,18 @@ class ListeningPipeline:
             self.recognizer.feed(chunk)
         self._preroll.clear()
 
-    def _hypothesis(self, t_ms: float, arrival: float, speech_end_ms: float | None = None) -> list[Hypothesis]:
-        """A new partial hypothesis, if any; with speech_end_ms, the utterance ends: its final, if any."""
+    def _hypothesis(self, t_ms: float, arrival: float, speech_end_ms: float | None = None, *,
+                    settled: bool = False) -> list[Hypothesis]:
+        """A new partial hypothesis, if any (a settled one even when unchanged); with speech_end_ms, the utterance
+        ends: its final, if any."""
         final = speech_end_ms is not None
         text = self.recognizer.finish() if final else self.recognizer.partial()
         self._since_partial_ms = 0.0
-        if not text or (text == self._last_partial and not final):
+        if not text or (text == self._last_partial and not (final or settled)):
             return []
         self._last_partial = text
         return [Hypothesis(text, command_for(text), final, t_ms, (time.monotonic() - arrival) * 1000.0,
-                           self._utterance, self._speech_start_ms, speech_end_ms)]
+                           self._utterance, self._speech_start_ms, speech_end_ms, settled)]
 
     def run(self, samples: np.ndarray, block: int = 512) -> list[OnsetEvent | VadEvent | Hypothesis]:
         """Push a whole 16 kHz array block by block (faster than real time) and flush."""
@@ -175,12 +186,14 @@ class StablePrefix:
         self.stable_words: list[str] = []
         self.final = False
 
-    def update(self, text: str, final: bool = False) -> None:
+    def update(self, text: str, final: bool = False, settled: bool = False) -> None:
+        """settled: the speaker paused after `text`, so all of it is stable (and committable, if a whole phrase no
+        other phrase extends)."""
         words = normalize(text).split()
         if self.final:  # a new utterance after a final result
             self.reset()
         self._recent.append(words)
-        if final:
+        if final or settled:
             new_stable = words
         elif len(self._recent) < self.agreement:
             new_stable = commonprefix([self.stable_words, words])

@@ -79,6 +79,7 @@ class VadWindow:
     end_ms: float
     event: VadEvent | None
     onset: OnsetEvent | None = None
+    quiet_ms: float = 0.0  # in speech: how long it has been quiet up to this window (a pause, or the end coming)
 
 
 class FricativeOnset:
@@ -140,6 +141,7 @@ class VoiceActivityDetector:
         self._context, self._pending = np.zeros((1, CONTEXT), np.float32), np.zeros(0, np.float32)
         self.samples_seen, self.in_speech = 0, False
         self._run = 0  # consecutive windows voting for a state change
+        self.quiet_windows = 0  # in speech: windows in a row below neg_threshold
         self._run_start_ms = self._speech_start_ms = 0.0
         self.fricative.reset()
         self._onset_ms: float | None = None  # an open tentative onset (stream time of its first window)
@@ -184,12 +186,17 @@ class VoiceActivityDetector:
             else:
                 self._onset_ms = None  # the tentative onset, if any, is confirmed
         elif p < self.neg_threshold:
+            self.quiet_windows += 1
             if self._vote(start_ms, self.min_silence_ms // WINDOW_MS):
                 self.in_speech = False
                 event = SpeechStopped(self._run_start_ms, end_ms, self._speech_start_ms)
-        elif p >= self.threshold:
-            self._run = 0
-        return VadWindow(window, end_ms, event, onset)
+        else:
+            self.quiet_windows = 0
+            if p >= self.threshold:
+                self._run = 0
+        if not self.in_speech:
+            self.quiet_windows = 0
+        return VadWindow(window, end_ms, event, onset, self.quiet_windows * WINDOW_MS)
 
     def _vote(self, start_ms: float, needed: int) -> bool:
         """One more window in a row voting for a state change; True (the run starts over) once `needed` did."""

@@ -55,16 +55,17 @@ class VoiceIO:
                  output_device=None, mic_samples: np.ndarray | None = None, device_free: bool = False,
                  bus: EventBus | None = None, recording=None, open_input: StreamOpener | None = None,
                  open_output: StreamOpener | None = None, notify: Notify | None = None,
-                 retry_s: float = 3.0, stall_s: float = 2.0):
+                 retry_s: float = 3.0, stall_s: float = 2.0, command_pause_ms: int = 64):
         """recording: an EpisodeRecording for mic_in.wav and speech_out.wav; open_input/open_output: how to (re)open a
-        device; one silent for stall_s counts as failed and is reopened every retry_s; notify: the one-line messages."""
+        device; one silent for stall_s counts as failed and is reopened every retry_s; notify: the one-line messages;
+        command_pause_ms: the quiet after a whole command phrase that commits it (0: the end of speech)."""
         self.session = session
         self.attach(bus, recording)
         self.notify = notify or warning_line
         self._notice = OncePerKind(self.notify)
         self._utterance_first_partial: set[int] = set()
         self._playing, self.sentences_dropped = False, 0
-        self.pipeline = ListeningPipeline()
+        self.pipeline = ListeningPipeline(settle_ms=command_pause_ms)
         self.playback = PlaybackBuffer(session, sample_rate=SPEAKER_RATE)
         self.tts = TtsWorker(EspeakTts(session), sink=self._tts_sink, on_result=self._on_synthesis)
         self.commands: deque[VoiceCommand] = deque()
