@@ -127,3 +127,33 @@ def test_embedded_smollm2_views_equal_plain_forward():
     view.set_own(store.create("own2"))
     step = runner.forward([StreamInput(view, toks(rng, 3), "all")])
     assert_close(step.logits[0], oracle.logits(segments(view))[-3:])
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+def test_lean_forward_is_bit_identical_to_the_transformers_forward(arch, dtype):
+    """Reruns keep their decisions only if the lean forward's arithmetic is the transformers forward's, op for op."""
+    loaded = load_model(f"tiny:{arch}", dtype=dtype, tokenizer=False, seed=2)
+    logits = {}
+    for impl in ("lean", "transformers"):
+        store = KVBlockStore.for_model(loaded.config, capacity_tokens=2048, page_size=4,
+                                       dtype=getattr(torch, dtype))
+        runner = ModelRunner(loaded, store, forward_impl=impl)
+        assert (runner.lean is not None) == (impl == "lean")
+        rng = random.Random(3)
+        shared = isolated_block(runner, toks(rng, 23), "shared")
+        views = [View(store, [shared], name=f"s{i}") for i in range(3)]
+        for v in views:
+            v.start_own(v.name)
+        out = [runner.forward([StreamInput(views[0], toks(rng, 9), logits="all"),  # a prefill beside two decodes
+                               StreamInput(views[1], toks(rng, 1)), StreamInput(views[2], toks(rng, 1))])]
+        out.append(runner.forward([StreamInput(v, toks(rng, 1)) for v in views]))  # three decodes
+        logits[impl] = [t for result in out for t in result.logits]
+    assert all(torch.equal(a, b) for a, b in zip(logits["lean"], logits["transformers"]))
+    assert logits["lean"][0].std() > 1e-3
+
+
+def test_an_unknown_forward_impl_is_refused():
+    loaded = load_model("tiny:llama", dtype="float32", tokenizer=False)
+    with pytest.raises(ValueError, match="forward_impl"):
+        ModelRunner(loaded, KVBlockStore.for_model(loaded.config, capacity_tokens=64), forward_impl="fast")

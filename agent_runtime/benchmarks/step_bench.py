@@ -25,7 +25,9 @@ import torch
 from agent_runtime.benchmarks.measure import interleaved, progress, save_figure, subplots
 from agent_runtime.control.action_grammar import CommandScorer
 from agent_runtime.engine import model_runner as runner_module
+from agent_runtime.engine.model_runner import StreamInput
 from agent_runtime.engine.multistream_agent import MultiStreamAgent
+from agent_runtime.engine.view import View
 from agent_runtime.errors import UserError
 from agent_runtime.model.cpu_path import detect_features
 from agent_runtime.model.linear_kernels import step_kernels
@@ -45,6 +47,7 @@ class StepSample:
     kept: int  # rows whose logits the LM head computes
     kv_tokens: int  # keys (and values) the step's views read, summed over its streams
     decision: bool  # the action stream scored commands in it
+    streams: list[tuple[int, int, str]] = field(default_factory=list)  # (view tokens, new tokens, logits) a stream
     total_s: float = 0.0
     forward_s: float = 0.0
     attention_s: float = 0.0
@@ -90,7 +93,8 @@ class StepProbe:
                 rows=sum(len(i.tokens) for i in inputs),
                 kept=sum({"last": 1, "all": len(i.tokens)}.get(i.logits, 0) for i in inputs),
                 kv_tokens=sum(sum(b.length for b in i.view.ordered()) + len(i.tokens) for i in inputs),
-                decision=any(i.view.name.startswith("branch") for i in inputs))
+                decision=any(i.view.name.startswith("branch") for i in inputs),
+                streams=[(sum(b.length for b in i.view.ordered()), len(i.tokens), i.logits) for i in inputs])
             self._current = sample
             t0 = time.perf_counter()
             result = forward(runner, inputs)
@@ -176,6 +180,40 @@ def kernel_alternatives(timer: LinearTimer, rows: tuple[int, ...], repeats: int 
                               repeats)
         out[str(n)] = {kind: t.median * 1e3 for kind, t in timings.items()}
         progress(f"linears at {n} row(s): " + ", ".join(f"{k} {v:.1f} ms" for k, v in out[str(n)].items()))
+    return out
+
+
+def forward_alternatives(runner, sample: StepSample, repeats: int = REPEATS) -> dict:
+    """A decision step's forward, lean (DecoderForward, the runtime's) and through transformers' own forward,
+    interleaved round by round: the step's streams (their new tokens and kept logits), each viewing a scratch
+    context block as long as its view; the arithmetic is the same, so only the time differs."""
+    store, rng = runner.store, torch.Generator().manual_seed(0)
+    context = store.create("bench-context")
+    scratch = View(store, own=context)
+    runner.prefill(scratch, torch.randint(100, 5000, (max(n for n, _, _ in sample.streams),), generator=rng).tolist())
+    scratch.close()
+
+    def forward(lean):
+        views = [View(store, [context], name=f"bench{i}") for i in range(len(sample.streams))]
+        inputs = []
+        for view, (_, new, logits) in zip(views, sample.streams):
+            view.start_own(view.name)
+            inputs.append(StreamInput(view, list(range(200, 200 + new)), logits=logits))
+        kept, runner.lean = runner.lean, lean
+        try:
+            runner.forward(inputs)
+        finally:
+            runner.lean = kept
+            for view in views:
+                view.close()
+
+    try:
+        timings = interleaved({"lean": functools.partial(forward, runner.lean),
+                               "transformers": functools.partial(forward, None)}, repeats)
+    finally:
+        store.release(context)
+    out = {impl: t.median * 1e3 for impl, t in timings.items()}
+    progress(f"decision forward: lean {out['lean']:.1f} ms, transformers {out['transformers']:.1f} ms")
     return out
 
 
@@ -269,6 +307,9 @@ def measure_step(args, loaded, open_runtime) -> dict:
         if "decision" not in result:
             raise UserError(f"no decision step in {args.max_tics} tics: raise --max-tics")
         result["kernels"] = kernel_alternatives(timer, tuple(dict.fromkeys((1, result["decision"]["rows"]))))
+        if runtime.runner.lean is not None:
+            decisions = sorted((s for s in probe.samples if s.decision), key=lambda s: s.rows)
+            result["forwards"] = forward_alternatives(runtime.runner, decisions[len(decisions) // 2])
     return {**machine, **result, "cpu_path": loaded.cpu.name, "dtype": loaded.cpu.dtype}
 
 

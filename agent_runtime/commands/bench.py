@@ -179,6 +179,10 @@ def _print_step(paths: list[dict], plot: str) -> None:
             print(f"  the linears alone at {rows} row(s), other kernels side by side: this path {base:.1f} ms, "
                   f"float32 {ms['float32']:.1f} ms ({ms['float32'] / base:.2f}x), int8 weights {ms['int8_dynamic']:.1f}"
                   f" ms ({ms['int8_dynamic'] / base:.2f}x; different arithmetic, so different decisions)")
+        if "forwards" in result:
+            ms = result["forwards"]
+            print(f"  a decision's forward, side by side: lean {ms['lean']:.1f} ms, transformers' own forward "
+                  f"{ms['transformers']:.1f} ms ({ms['lean'] / ms['transformers']:.2f}x; the same arithmetic)")
     print(f"plot: {plot}")
 
 

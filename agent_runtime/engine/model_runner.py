@@ -1,7 +1,9 @@
 """One batched forward for many streams, each reading its own view of the shared KV blocks.
 
-All new tokens become one flat sequence at block-local positions; our registered attention function writes
-every new KV into the store first, then runs view attention. The transformers model itself is unchanged.
+All new tokens become one flat sequence at block-local positions; the attention writes every new KV into the store
+first, then runs view attention. The forward is DecoderForward over the transformers model's own modules (the
+same arithmetic, less Python), or the transformers forward itself with our attention registered
+(forward_impl="transformers": other families, and the side-by-side timing of `bench step`).
 """
 
 import contextlib
@@ -15,6 +17,7 @@ from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 from agent_runtime.engine.kv_block_store import KVBlockStore
 from agent_runtime.model.model_loader import LoadedModel, check_supported
 from agent_runtime.model.cpu_path import CpuPath, cpu_path, torch_threads
+from agent_runtime.model.decoder_forward import LEAN_MODEL_TYPES, DecoderForward
 from agent_runtime.model.linear_kernels import adopt_linears, step_kernels
 from agent_runtime.engine.view import View
 from attention_kernels import view_attention
@@ -55,19 +58,24 @@ class StepResult:
     batch: list[tuple[str, int]] = field(default_factory=list)  # (view name, new tokens) per stream
 
 
-def _view_attention_forward(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
-    """transformers attention hook: write new KV into the store, then attend over the views."""
-    ctx: StepContext = kwargs["doom_view_step"]
-    # query [1, Hq, T, D], key/value [1, Hkv, T, D] -> [T, H, D]
-    k_cache, v_cache = ctx.store.k[module.layer_idx], ctx.store.v[module.layer_idx]
-    k_cache.index_copy_(0, ctx.write_slots, key[0].transpose(0, 1).to(k_cache.dtype))
-    v_cache.index_copy_(0, ctx.write_slots, value[0].transpose(0, 1).to(v_cache.dtype))
-    q = query[0].transpose(0, 1).to(ctx.compute_dtype)
+def _attend(ctx: StepContext, layer: int, query, key, value, scaling: float | None = None) -> torch.Tensor:
+    """Write the new KV of `layer` into the store, then attend over the views; all [T, heads, head_dim]."""
+    k_cache, v_cache = ctx.store.k[layer], ctx.store.v[layer]
+    k_cache.index_copy_(0, ctx.write_slots, key.to(k_cache.dtype))
+    v_cache.index_copy_(0, ctx.write_slots, value.to(v_cache.dtype))
+    q = query.to(ctx.compute_dtype)
     with torch_threads(1) if ctx.single_thread else contextlib.nullcontext():
         out = view_attention(q, k_cache, v_cache, ctx.layout, ctx.inv_freq,
                              scaling if scaling is not None else q.shape[-1] ** -0.5, prepared=ctx.prepared,
                              backend=ctx.backend)
-    return out.to(query.dtype).unsqueeze(0), None
+    return out.to(query.dtype)
+
+
+def _view_attention_forward(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
+    """transformers attention hook: query [1, Hq, T, D], key/value [1, Hkv, T, D] -> [1, T, Hq, D]."""
+    out = _attend(kwargs["doom_view_step"], module.layer_idx, query[0].transpose(0, 1), key[0].transpose(0, 1),
+                  value[0].transpose(0, 1), scaling)
+    return out.unsqueeze(0), None
 
 
 AttentionInterface.register(ATTENTION_NAME, _view_attention_forward)
@@ -78,9 +86,10 @@ class ModelRunner:
     """Runs batches of StreamInputs over a KVBlockStore with a transformers causal LM."""
 
     def __init__(self, loaded: LoadedModel, store: KVBlockStore, *, backend: str = "torch", device: str = "cpu",
-                 cpu: CpuPath | None = None, packed_linears: bool = True):
+                 cpu: CpuPath | None = None, packed_linears: bool = True, forward_impl: str = "lean"):
         """cpu: the CPU path whose kernel table the linears follow (default: this machine's, probed once and
-        cached); packed_linears=False keeps every linear on the native kernels."""
+        cached); packed_linears=False keeps every linear on the native kernels; forward_impl: "lean"
+        (DecoderForward, where the family has one) or "transformers"."""
         check_supported(loaded.model.config)
         self.model, self.store, self.backend, self.device = loaded.model, store, backend, torch.device(device)
         self.model.set_attn_implementation(ATTENTION_NAME)
@@ -90,6 +99,10 @@ class ModelRunner:
                        else ROPE_INIT_FUNCTIONS[rope_type](config, "cpu"))
         self.inv_freq = inv_freq.float().to(self.device)
         self.model_dtype = next(self.model.parameters()).dtype
+        if forward_impl not in ("lean", "transformers"):
+            raise ValueError(f"forward_impl must be 'lean' or 'transformers', not {forward_impl!r}")
+        lean = forward_impl == "lean" and config.model_type in LEAN_MODEL_TYPES
+        self.lean = DecoderForward(self.model) if lean else None
         self.forwards = self.packed_linears = 0
         self.image_token_id = loaded.vision.image_token_id if loaded.vision is not None else None
         self.kernels = self.cpu = None
@@ -114,15 +127,23 @@ class ModelRunner:
         views_chunks = [self._add_stream(rows, v_index, inp, pending) for v_index, inp in enumerate(inputs)]
         ctx = self._step_context(ViewLayout.build(views_chunks, rows.queries, device=self.device), rows)
         with step_kernels(self.kernels, len(rows.token_ids)) if self.kernels else contextlib.nullcontext():
-            out = self.model(**self._token_inputs(rows, inputs),
-                             position_ids=torch.tensor([rows.positions], device=self.device), use_cache=False,
-                             logits_to_keep=torch.tensor(rows.keep or [0], device=self.device), doom_view_step=ctx)
+            logits = self._logits(ctx, self._token_inputs(rows, inputs), torch.tensor(rows.positions, device=self.device),
+                                  torch.tensor(rows.keep or [0], device=self.device))
         self.forwards += 1
         for own, inp in zip(owners, inputs):
             own.isolated = not inp.view.blocks and (own.isolated or own.length == 0)  # training masks such blocks
             self.store.commit(own, inp.tokens)
-        return StepResult(logits=_split_logits(out.logits[0].float().cpu(), inputs),  # samplers run on the CPU
+        return StepResult(logits=_split_logits(logits.float().cpu(), inputs),  # samplers run on the CPU
                           batch=[(inp.view.name, len(inp.tokens)) for inp in inputs])
+
+    def _logits(self, ctx: StepContext, tokens: dict, positions: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+        """[len(keep), vocab]: the lean forward, or the transformers one with our attention registered."""
+        if self.lean is not None:
+            return self.lean(lambda layer, q, k, v: _attend(ctx, layer, q, k, v, self.lean.layers[layer].self_attn.scaling),
+                             positions, keep, **{name: t[0] for name, t in tokens.items()})
+        out = self.model(**tokens, position_ids=positions[None], use_cache=False, logits_to_keep=keep,
+                         doom_view_step=ctx)
+        return out.logits[0]
 
     def _token_inputs(self, rows: "_BatchRows", inputs: list[StreamInput]) -> dict:
         """input_ids; or, when some streams bring images, the embeddings with the images' at their placeholder rows
