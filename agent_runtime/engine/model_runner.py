@@ -7,6 +7,7 @@ same arithmetic, less Python), or the transformers forward itself with our atten
 """
 
 import contextlib
+import functools
 from dataclasses import dataclass, field
 
 import torch
@@ -139,8 +140,7 @@ class ModelRunner:
     def _logits(self, ctx: StepContext, tokens: dict, positions: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
         """[len(keep), vocab]: the lean forward, or the transformers one with our attention registered."""
         if self.lean is not None:
-            return self.lean(lambda layer, q, k, v: _attend(ctx, layer, q, k, v, self.lean.layers[layer].self_attn.scaling),
-                             positions, keep, **{name: t[0] for name, t in tokens.items()})
+            return self.lean(functools.partial(_attend, ctx), positions, keep, **{k: t[0] for k, t in tokens.items()})
         out = self.model(**tokens, position_ids=positions[None], use_cache=False, logits_to_keep=keep,
                          doom_view_step=ctx)
         return out.logits[0]

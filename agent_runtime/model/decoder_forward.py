@@ -17,9 +17,9 @@ def _rotate_half(x: torch.Tensor) -> torch.Tensor:
 
 
 class DecoderForward:
-    """Runs `model` (a transformers causal LM of LEAN_MODEL_TYPES) layer by layer; `attend(layer_index, q, k, v)`
-    gets [T, heads, head_dim] tensors (queries and keys rotated by their positions) and returns the attention
-    output in the same shape."""
+    """Runs `model` (a transformers causal LM of LEAN_MODEL_TYPES) layer by layer; `attend(layer_index, q, k, v,
+    scaling)` gets [T, heads, head_dim] tensors (queries and keys rotated by their positions) and returns the
+    attention output in the same shape."""
 
     def __init__(self, model: torch.nn.Module):
         if model.config.model_type not in LEAN_MODEL_TYPES:
@@ -48,7 +48,7 @@ class DecoderForward:
                 q, k = attn.q_norm(q), attn.k_norm(k)
             q = q * cos + _rotate_half(q) * sin
             k = k * cos + _rotate_half(k) * sin
-            h = h + attn.o_proj(attend(index, q, k, v).reshape(rows, -1))
+            h = h + attn.o_proj(attend(index, q, k, v, attn.scaling).reshape(rows, -1))
             x = layer.post_attention_layernorm(h)
             h = h + mlp.down_proj(mlp.act_fn(mlp.gate_proj(x)) * mlp.up_proj(x))
         return self.lm_head(self.body.norm(h[keep]))

@@ -73,7 +73,7 @@ class CommandRecognizer:
 
     @property
     def warmed_up(self) -> bool:
-        """CMN has adapted: partials are as good as finals (before, only the re-decoded final is trusted)."""
+        """CMN has adapted (the first utterances' finals are decoded again with it; their partials are not)."""
         return self.warmup_left == 0
 
     def partial(self) -> str:
