@@ -14,9 +14,10 @@ from agent_runtime.session.generation import SessionGeneration
 from agent_runtime.voice.audio_io import RecordingSpeaker
 from agent_runtime.voice.barge_in import BargeInController
 from agent_runtime.voice.playback import PlaybackBuffer
-from agent_runtime.voice.recognizer import ListeningPipeline
+from agent_runtime.voice.recognizer import Hypothesis, ListeningPipeline
 from agent_runtime.voice.tts import EspeakTts, TtsWorker
 from agent_runtime.voice.vad import SpeechStarted
+from agent_runtime.voice.voice_commands import command_for
 from voice_synth import COMMENTARY, pull_one_block, start_commentary, synthesize
 
 MIC_BLOCK = 512  # 32 ms at 16 kHz
@@ -125,14 +126,14 @@ def test_half_duplex_ignores_the_microphone_while_talking(pipeline):
 
 
 def test_a_settled_whole_phrase_commands_once_per_utterance_before_its_final():
-    from agent_runtime.voice.recognizer import Hypothesis
 
     session, commands = SessionGeneration(), []
     controller = BargeInController(session, PlaybackBuffer(session, 22_050), mode="immediate",
                                    on_command=lambda c, h: commands.append((c, h.t_ms)))
 
     def hyp(text, t_ms, utterance, *, final=False, settled=False):
-        return Hypothesis(text, None, final, t_ms, 0.0, utterance, 1000.0, t_ms - 256 if final else None, settled)
+        return Hypothesis(text, command_for(text), final, t_ms, 0.0, utterance, 1000.0, t_ms - 256 if final else None,
+                          settled)
 
     controller.feed([hyp("turn", 1200, 1, settled=True)], 1200)  # a pause inside "turn left": no command yet
     controller.feed([hyp("turn left", 1400, 1)], 1400)  # an unsettled partial: not yet
@@ -141,4 +142,7 @@ def test_a_settled_whole_phrase_commands_once_per_utterance_before_its_final():
     controller.feed([hyp("turn left", 1700, 1, final=True)], 1700)  # the final of the same utterance: no second act
     assert commands == [("TURN_LEFT", 1500)]
     controller.feed([hyp("stop", 2500, 2, final=True)], 2500)  # a later utterance still commits on its final
+    assert commands == [("TURN_LEFT", 1500), ("STOP", 2500)]
+    rejected = Hypothesis("shoot", None, True, 3500, 0.0, 3, 3000.0, 3244.0, coverage=0.3)  # a sentence, not "shoot"
+    controller.feed([rejected], 3500)
     assert commands == [("TURN_LEFT", 1500), ("STOP", 2500)]

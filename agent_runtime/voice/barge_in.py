@@ -122,7 +122,8 @@ class BargeInController:
 
     def _on_hypothesis(self, hyp: Hypothesis) -> None:
         self._prefix.update(hyp.text, hyp.final, hyp.settled)
-        command = self._prefix.committable_command
+        # not a command when its words leave much of the speech unaccounted for (hyp.command None)
+        command = self._prefix.committable_command if hyp.command is not None else None
         if self._pending is not None and command is not None and hyp.final:
             if hyp.speech_end_ms - hyp.speech_start_ms >= self.min_command_ms:
                 self._interrupt(f"command:{command}")

@@ -39,10 +39,16 @@ class Hypothesis:
     speech_start_ms: float
     speech_end_ms: float | None  # finals only: where the VAD put the end of speech
     settled: bool = False  # a partial after `settle_ms` of quiet: the speaker paused or stopped (finals: False)
+    coverage: float = 1.0  # the share of the utterance's loud audio its words span (CommandRecognizer.coverage)
 
     def to_json(self) -> dict:
         return {"text": self.text, "final": self.final, "t_ms": round(self.t_ms, 1),
-                "audio_age_ms": round(self.audio_age_ms, 1), "command": self.command}
+                "audio_age_ms": round(self.audio_age_ms, 1), "command": self.command,
+                "coverage": round(self.coverage, 3)}
+
+
+DECODER_FRAME = SAMPLE_RATE // 100  # samples of one pocketsphinx frame (10 ms)
+LOUD_FRACTION = 0.1  # a frame above this fraction of the utterance's loudest RMS (-20 dB) is speech to account for
 
 
 class CommandRecognizer:
@@ -59,10 +65,13 @@ class CommandRecognizer:
         self.decoder.activate_search("commands")
         self.in_utterance, self.warmup_left, self._audio = False, warmup_utterances, []
         self.utterance_samples = 0  # fed since the utterance started: bounded by the pipeline's max_utterance_ms
+        self._levels: list[float] = []  # RMS of each decoder frame of the utterance
+        self._unframed = np.zeros(0, np.float32)
 
     def start(self) -> None:
         self.decoder.start_utt()
         self.in_utterance, self._audio, self.utterance_samples = True, [], 0
+        self._levels, self._unframed = [], np.zeros(0, np.float32)
 
     def feed(self, samples: np.ndarray) -> None:
         self.utterance_samples += len(samples)
@@ -70,6 +79,24 @@ class CommandRecognizer:
         if self.warmup_left > 0:
             self._audio.append(pcm)
         self.decoder.process_raw(pcm, False, False)
+        audio = np.concatenate([self._unframed, np.asarray(samples, np.float32)])
+        whole = len(audio) // DECODER_FRAME
+        frames = audio[: whole * DECODER_FRAME].reshape(whole, DECODER_FRAME)
+        self._levels.extend(np.sqrt(np.mean(np.square(frames), axis=1)).tolist())
+        self._unframed = audio[whole * DECODER_FRAME:]
+
+    def coverage(self) -> float:
+        """The share of the utterance's loud frames (within 20 dB of its loudest) that the hypothesis's words
+        span. The grammar maps any speech to its nearest phrase; a phrase forced onto part of a longer sentence
+        leaves the rest of it to silence and fillers."""
+        levels = np.asarray(self._levels)
+        if not levels.size:
+            return 1.0
+        loud, spoken = levels > LOUD_FRACTION * levels.max(), np.zeros(levels.size, bool)
+        for segment in self.decoder.seg() or []:
+            if not segment.word.startswith(("<", "[", "+")):  # <sil>, <s>, [NOISE], +SPN+: not words
+                spoken[segment.start_frame: segment.end_frame + 1] = True
+        return float((loud & spoken).sum() / max(1, loud.sum()))
 
     @property
     def warmed_up(self) -> bool:
@@ -103,6 +130,7 @@ class ListeningPipeline:
     partial_every_ms: int = 96  # how often a partial hypothesis is asked for
     max_utterance_ms: int = 6000  # force a final result on endless "speech" (music, a stuck VAD)
     settle_ms: int = 64  # quiet this long inside speech: a settled partial, long before the VAD's end of speech (0: none)
+    min_coverage: float = 0.85  # a phrase whose words span less of the loud audio is not a command (see coverage)
 
     def __post_init__(self):
         self._preroll: deque[np.ndarray] = deque(maxlen=max(1, self.preroll_ms // WINDOW_MS))
@@ -165,8 +193,10 @@ class ListeningPipeline:
         if not text or (text == self._last_partial and not (final or settled)):
             return []
         self._last_partial = text
-        return [Hypothesis(text, command_for(text), final, t_ms, (time.monotonic() - arrival) * 1000.0,
-                           self._utterance, self._speech_start_ms, speech_end_ms, settled)]
+        coverage = self.recognizer.coverage()
+        command = command_for(text) if coverage >= self.min_coverage else None
+        return [Hypothesis(text, command, final, t_ms, (time.monotonic() - arrival) * 1000.0, self._utterance,
+                           self._speech_start_ms, speech_end_ms, settled, coverage)]
 
     def run(self, samples: np.ndarray, block: int = 512) -> list[OnsetEvent | VadEvent | Hypothesis]:
         """Push a whole 16 kHz array block by block (faster than real time) and flush."""

@@ -204,7 +204,7 @@ class VoiceIO:
                     self._utterance_first_partial.add(f.utterance)
                     extra["speech_start_to_first_partial_ms"] = f.t_ms - f.speech_start_ms
                 self._emit(Kind.ASR_FINAL if f.final else Kind.ASR_PARTIAL, "asr", text=f.text, command=f.command,
-                           t_ms=f.t_ms, audio_age_ms=f.audio_age_ms, **extra)
+                           t_ms=f.t_ms, audio_age_ms=f.audio_age_ms, coverage=round(f.coverage, 3), **extra)
 
     def _emit(self, kind: str, stream: str, generation: int | None = None, **payload) -> None:
         if self.bus is not None:
