@@ -83,6 +83,9 @@ def test_the_detector_is_small_channels_last_and_answers_every_column():
     assert model(torch.zeros(1, 240, 320, 3, dtype=torch.uint8)).shape[-1] == COLUMNS  # another resolution too
 
 
+STEPS = 80
+
+
 def test_a_few_training_steps_on_a_tiny_set_lower_the_loss(frames):
     torch.manual_seed(0)
     model = ScreenDetector()
@@ -92,7 +95,7 @@ def test_a_few_training_steps_on_a_tiny_set_lower_the_loss(frames):
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
     with torch.no_grad():
         before = float(detector_loss(model(screens), targets))
-    for _ in range(100):
+    for _ in range(STEPS):
         optimizer.zero_grad()
         loss = detector_loss(model(screens), targets)
         loss.backward()

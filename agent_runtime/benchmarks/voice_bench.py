@@ -10,6 +10,7 @@ from agent_runtime.session.events import EventBus, Kind
 from agent_runtime.session.generation import SessionGeneration
 from agent_runtime.session.live_session import run_live
 from agent_runtime.voice.audio_io import resample
+from agent_runtime.voice.recognizer import COMMAND_PAUSE_MS
 from agent_runtime.voice.tts import EspeakTts
 from agent_runtime.voice.voice_commands import PHRASES
 from agent_runtime.voice.voice_io import MIC_RATE, VoiceIO
@@ -32,7 +33,7 @@ def synthesize_script(script: list[tuple[str, str]]) -> tuple[np.ndarray, list[t
 
 
 def run_voice_bench(env, runtime, *, commands: int, seed: int = 0, mode: str = "immediate",
-                    command_pause_ms: int = 64) -> dict:
+                    command_pause_ms: int = COMMAND_PAUSE_MS) -> dict:
     """Speak `commands` seeded commands the scenario can act on into live play; the result JSON-ready."""
     usable = [(p, c) for p, c in PHRASES.items() if c in env.buttons]  # what the scenario can do
     script = [usable[i] for i in np.random.default_rng(seed).integers(0, len(usable), commands)]  # (phrase, command)

@@ -81,7 +81,8 @@ def _open_voice(args, config, generation):
     return VoiceIO(generation, mode=args.barge_in,
                    input_device=_device(args.input_device) if args.input_device else vc.input_device,
                    output_device=_device(args.output_device) if args.output_device else vc.output_device,
-                   command_pause_ms=config.voice.command_pause_ms, **voice_options())  # DOOM_AGENT_AUDIO: the device-free backend instead of the sound devices
+                   command_pause_ms=config.voice.command_pause_ms,
+                   **voice_options())  # DOOM_AGENT_AUDIO: the device-free backend instead of the sound devices
 
 
 def _recordings(args, config, loaded, voice, bounds: dict):

@@ -28,6 +28,7 @@ class DecoderForward:
         self.layers = list(self.body.layers[: model.config.num_hidden_layers])
         rotary = self.body.rotary_emb
         self.inv_freq, self.rope_scaling = rotary.inv_freq, rotary.attention_scaling
+        self.head_norms = hasattr(self.layers[0].self_attn, "q_norm")  # qwen3: RMSNorm over each head before RoPE
 
     def __call__(self, attend, position_ids: torch.Tensor, keep: torch.Tensor, *, input_ids: torch.Tensor | None = None,
                  inputs_embeds: torch.Tensor | None = None) -> torch.Tensor:
@@ -44,7 +45,7 @@ class DecoderForward:
             q = attn.q_proj(x).view(rows, -1, attn.head_dim)
             k = attn.k_proj(x).view(rows, -1, attn.head_dim)
             v = attn.v_proj(x).view(rows, -1, attn.head_dim)
-            if hasattr(attn, "q_norm"):  # qwen3: RMSNorm over each head before RoPE
+            if self.head_norms:
                 q, k = attn.q_norm(q), attn.k_norm(k)
             q = q * cos + _rotate_half(q) * sin
             k = k * cos + _rotate_half(k) * sin

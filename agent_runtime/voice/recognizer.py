@@ -47,6 +47,7 @@ class Hypothesis:
                 "coverage": round(self.coverage, 3)}
 
 
+COMMAND_PAUSE_MS = 64  # two VAD windows of quiet after a whole phrase (config: voice.command_pause_ms)
 DECODER_FRAME = SAMPLE_RATE // 100  # samples of one pocketsphinx frame (10 ms)
 LOUD_FRACTION = 0.1  # a frame above this fraction of the utterance's loudest RMS (-20 dB) is speech to account for
 
@@ -129,7 +130,7 @@ class ListeningPipeline:
     preroll_ms: int = 256  # audio kept from before the VAD onset so the first phoneme is not cut
     partial_every_ms: int = 96  # how often a partial hypothesis is asked for
     max_utterance_ms: int = 6000  # force a final result on endless "speech" (music, a stuck VAD)
-    settle_ms: int = 64  # quiet this long inside speech: a settled partial, long before the VAD's end of speech (0: none)
+    settle_ms: int = COMMAND_PAUSE_MS  # quiet this long in speech: a settled partial, before the VAD's end (0: none)
     min_coverage: float = 0.85  # a phrase whose words span less of the loud audio is not a command (see coverage)
 
     def __post_init__(self):

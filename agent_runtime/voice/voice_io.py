@@ -24,7 +24,7 @@ from agent_runtime.voice.barge_in import ONSET_CUES, BargeInController
 from agent_runtime.voice.device_free import device_free_openers
 from agent_runtime.voice.device_guard import AudioDeviceGuard
 from agent_runtime.voice.playback import PlaybackBuffer
-from agent_runtime.voice.recognizer import Hypothesis, ListeningPipeline, UtteranceCut
+from agent_runtime.voice.recognizer import COMMAND_PAUSE_MS, Hypothesis, ListeningPipeline, UtteranceCut
 from agent_runtime.voice.tts import EspeakTts, SpeechChunk, SynthesisResult, TtsWorker
 from agent_runtime.voice.vad import SpeechStarted, SpeechStopped
 
@@ -55,7 +55,7 @@ class VoiceIO:
                  output_device=None, mic_samples: np.ndarray | None = None, device_free: bool = False,
                  bus: EventBus | None = None, recording=None, open_input: StreamOpener | None = None,
                  open_output: StreamOpener | None = None, notify: Notify | None = None,
-                 retry_s: float = 3.0, stall_s: float = 2.0, command_pause_ms: int = 64):
+                 retry_s: float = 3.0, stall_s: float = 2.0, command_pause_ms: int = COMMAND_PAUSE_MS):
         """recording: an EpisodeRecording for mic_in.wav and speech_out.wav; open_input/open_output: how to (re)open a
         device; one silent for stall_s counts as failed and is reopened every retry_s; notify: the one-line messages;
         command_pause_ms: the quiet after a whole command phrase that commits it (0: the end of speech)."""
