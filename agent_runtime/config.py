@@ -29,6 +29,9 @@ class BudgetConfig(_Strict):
     frames_in_view: int = Field(4, ge=1, le=64, description="Frames the views hold: the newest K.")
     thinker_tokens_per_paragraph: int = Field(48, ge=4, le=512, description="Thinker tokens in one block.")
     thinker_paragraphs_in_view: int = Field(2, ge=1, le=32, description="Thinker blocks the views hold: the newest K.")
+    thinker_frames_in_view: int | None = Field(None, ge=1, le=256, description=(
+        "Frames the Thinker's view holds, the newest K, kept past max_frame_age_ms (which drops them from the "
+        "other views): the history a note remembers from. null: the same frames as the other views."))
 
     @field_validator("max_action_age_ms")
     @classmethod

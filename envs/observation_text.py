@@ -108,6 +108,24 @@ def object_words(name: str, bearing: float, band: str, *, signed: bool = False) 
     return f"{name} {side} {abs(bearing):.0f} {band}"
 
 
+_OBJECT_WORDS = re.compile(r"(?P<name>[a-z][a-z ]*?) (?P<side>left|right|ahead) (?P<deg>\d+) (?P<band>near|mid|far)")
+
+
+def parse_seen(line: str) -> list[tuple[str, float, str]]:
+    """A frame line's objects back from its words, as (name, bearing, band), bearing positive = left: what a reader
+    of the line knows, no more (encode_seen's inverse, to the degree it writes)."""
+    line = line.strip()
+    if "|" in line:
+        line = line.split("|", 1)[1].strip()
+    out = []
+    for words in line.split(";"):
+        m = _OBJECT_WORDS.fullmatch(words.strip())
+        if m:
+            degrees = float(m["deg"])
+            out.append((m["name"], -degrees if m["side"] == "right" else degrees, m["band"]))
+    return out
+
+
 def encode_status(frame: Frame) -> str:
     """Own status: "hp H ammo A" (changes rarely: a reader may keep it apart from what it sees)."""
     return f"hp {frame.health:.0f} ammo {frame.ammo:.0f}"

@@ -154,6 +154,39 @@ def test_only_the_newest_fresh_frame_is_prefilled_and_old_frames_leave_the_views
         agent.close()
 
 
+def test_the_thinker_keeps_its_own_longer_history_of_frames_past_the_age_bound(runtime):
+    budgets = BudgetConfig(max_frame_age_ms=100.0, frames_in_view=2, thinker_frames_in_view=3)
+    used_before = runtime.store.used_pages
+    agent = agent_for(runtime, budgets=budgets, think=False)
+
+    def frame_tics(view) -> list[int]:
+        return [int(b.label.removeprefix("frame")) for b in view.blocks if b.label.startswith("frame")]
+
+    try:
+        for tic in (1, 2, 3, 4):
+            agent.push_frame(timed(tic, read_ms=10.0 * tic))
+            agent.step(10.0 * tic + 1)
+        assert frame_tics(agent.thinker.view) == [2, 3, 4]  # its own cap of 3, oldest first
+        assert frame_tics(agent.action.view) == [4] and len(agent.sections["frames"]) == 2
+        agent.step(500.0)  # every frame past the 100 ms bound: out of the other views, still the Thinker's history
+        assert not agent.sections["frames"] and not frame_tics(agent.action.view)
+        assert frame_tics(agent.thinker.view) == [2, 3, 4]
+        held = [b for b in agent.thinker.view.blocks if b.label.startswith("frame")]
+        agent.new_episode()  # tics start over: the history goes too, and its blocks are freed
+        assert not frame_tics(agent.thinker.view) and all(b.freed for b in held)
+    finally:
+        agent.close()
+    plain = agent_for(runtime, budgets=BudgetConfig(max_frame_age_ms=100.0, frames_in_view=2), think=False)
+    try:  # without it the Thinker reads the frames section, as before
+        for tic in (1, 2, 3):
+            plain.push_frame(timed(tic, read_ms=10.0 * tic))
+            plain.step(10.0 * tic + 1)
+        assert frame_tics(plain.thinker.view) == [2, 3] and not plain.sections["history"]
+    finally:
+        plain.close()
+    assert runtime.store.used_pages == used_before  # every block either agent made was freed
+
+
 def test_a_status_block_is_written_only_when_the_status_changes(runtime):
     agent = agent_for(runtime, think=False, decision_cadence="frame")
     try:

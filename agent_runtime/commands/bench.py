@@ -48,6 +48,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     pl.add_argument("--lag-tics", metavar="LIST", help=(
         "comma-separated lags in tics (28.6 ms each), e.g. 0,2,4,8: every agent also plays seeing the game that "
         "late (llm_lag4, ...): kills against lag, in the JSON's lag_curve and lag_curve.png"))
+    wo = _bench(sub, "words", _run_words, "claims in the Thinker's notes and in remarks that are true of the game when "
+                "written, beside the planner's and the describer's", "words.json and words.png", *WITH_SCENARIO,
+                "--max-tics", "--fixed-cost", *MODEL_OPTIONS)
+    wo.add_argument("--episodes", type=int, default=3, help="episodes to play and judge (default 3)")
     mem = _bench(sub, "memory", _run_memory, "long headless run: KV pool and process memory must stay flat",
                  "memory.json and memory.png", "--scenario", "--config", "--fixed-cost", "--model", "--dtype",
                  "--threads", "--device")
@@ -371,6 +375,39 @@ def _run_soak(args) -> int:
     return _output(args, result, lambda: (print_report(result), print(
         f"written: {out / 'soak.json'}, {result['plot']}" + (f", {json_path}" if json_path else ""))),
         out / "soak.json", json_path)
+
+
+def _run_words(args) -> int:
+    from agent_runtime.benchmarks.measure import bench_bar, load_bench_model, progress
+    from agent_runtime.benchmarks.words_bench import SOURCES, plot_words, run_words_bench
+    from agent_runtime.config import from_args
+    from agent_runtime.session.episodes import fixed_cost
+    from agent_runtime.session.runtime import Runtime
+    from envs.doom_env import DoomEnv
+
+    at_least(args, 1, "--episodes")
+    out = writable_dir(args.out, "--out")
+    loaded, info = load_bench_model(args, device=args.device)
+    config = from_args(args)
+    # the judge reads the label buffer and every object's position, whatever the agent reads
+    with DoomEnv(args.scenario, resolution=config.resolution, seed=args.seed, labels=True,
+                 privileged_objects=True) as env, bench_bar(args.episodes, "words", "episode"):
+        runtime = Runtime.open(config, loaded=loaded, env=env, device=args.device)
+        result = run_words_bench(env, runtime, episodes=args.episodes, seed=args.seed, max_tics=args.max_tics,
+                                 fixed_cost=fixed_cost(args), progress=progress)
+    _stamp(result, info, args, loaded)["plot"] = str(out / "words.png")
+    plot_words(result, out / "words.png", f"words: {args.scenario}, {loaded.model_id}")
+
+    def report() -> None:
+        for name in SOURCES:
+            s = result["sources"][name]
+            share = "n/a" if s["true_fraction"] is None else f"{s['true_fraction']:.0%}"
+            print(f"{name:10s} {s['texts']:4d} texts, {s['claims']:4d} claims, {share:>4s} true "
+                  f"({s['undecided']} undecided, {s['no_claim_phrases']} phrases claiming nothing)")
+        print(f"notes per minute {result['notes_per_minute'] or 0:.1f}; decisions with a note in view "
+              f"{result['decisions_with_note']}/{result['decisions']}; plot {result['plot']}")
+
+    return _output(args, result, report, out / "words.json")
 
 
 def _play_agents(text: str | None) -> tuple[str, ...]:

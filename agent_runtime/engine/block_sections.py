@@ -1,5 +1,5 @@
-"""The agent's sections of blocks (system, user, commentary, thoughts, actions, status, frames), their caps, and
-the views that follow them.
+"""The agent's sections of blocks (system, user, commentary, thoughts, actions, status, frames, history), their caps,
+and the views that follow them.
 
 The only code that changes a section: a section holds one reference to each of its blocks; past its cap the
 oldest block leaves it and is released. Every change re-syncs each following view to its ordered selection of
@@ -9,7 +9,8 @@ the sections, so a stream never syncs views itself. A block leaving every view i
 from agent_runtime.engine.kv_block_store import Block, KVBlockStore
 from agent_runtime.engine.view import View
 
-SECTION_NAMES = ("system", "user", "commentary", "thoughts", "actions", "status", "frames")
+SECTION_NAMES = ("system", "user", "commentary", "thoughts", "actions", "status", "frames", "history")
+# history: the frames again, kept longer for the Thinker alone (budgets.thinker_frames_in_view); empty without it
 
 Selection = list[tuple[str, "int | None"]]  # (section name, how many newest blocks; None = all), in view order
 

@@ -89,16 +89,18 @@ class MultiStreamAgent:
         self.seen_generation = generation.current
         self.sections = BlockSections(self.store, {
             "system": 1, "actions": kept, "user": 2, "commentary": 2, "status": 1,
-            "thoughts": budgets.thinker_paragraphs_in_view, "frames": budgets.frames_in_view})
+            "thoughts": budgets.thinker_paragraphs_in_view, "frames": budgets.frames_in_view,
+            "history": budgets.thinker_frames_in_view or 0})
         self.sections.add("system", prefill_system(runner, tokenizer, grammar, scenario))
         self._build_streams(grammar, engine, budgets, seed, decisions_per_block, commentary, on_sentence,
                             on_decision, notify, dict(encoder=frame_encoder, vision=vision, encode_cost=encode_cost))
-        # the Thinker reads every section; the action view its own past decisions and the frames only as many as
-        # asked (None: all), with the newest remark and thought
+        # the Thinker reads every section (its frames from the longer history where it keeps one); the action view
+        # its own past decisions and the frames only as many as asked (None: all), with the newest remark and thought
         self.sections.follow(self.action.view, [
             ("system", None), ("user", None), ("commentary", 1), ("thoughts", 1),
             ("actions", engine.action_log_in_view), ("status", None), ("frames", engine.action_frames_in_view)])
-        self.sections.follow(self.thinker.view, [(name, None) for name in SECTION_NAMES])
+        skipped = "frames" if budgets.thinker_frames_in_view else "history"
+        self.sections.follow(self.thinker.view, [(name, None) for name in SECTION_NAMES if name != skipped])
         generation.subscribe("engine", self._record_interruption)
 
     def _build_streams(self, grammar, engine: EngineConfig, budgets: BudgetConfig, seed, decisions_per_block,

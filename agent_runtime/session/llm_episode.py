@@ -14,10 +14,10 @@ def run_llm_episode(env: DoomEnv, runtime: Runtime, *, seed: int | None = None, 
                     fixed_cost: FixedCost | None = None, bus: EventBus | None = None, think: bool = True,
                     user_script: dict | None = None, progress=None, record_path: str | None = None,
                     agent_seed: int = 0, replay_costs: list[float] | None = None,
-                    replay_encode_ms: list[float] | None = None, on_decision=None) -> dict:
+                    replay_encode_ms: list[float] | None = None, on_decision=None, commentary: bool = False) -> dict:
     """Play one episode with the multi-stream agent; return its result (SessionLoop.result) and timing metrics.
     user_script: {engine step: text or (text, command)}; replay_costs, replay_encode_ms: step costs and frame
-    encoding times (ms) to charge, not measured."""
+    encoding times (ms) to charge, not measured. commentary: the agent also makes remarks (events only)."""
     config = runtime.config
     bounds = runtime.time_bounds(fixed_cost)
     engine = config.engine.model_copy(update={"think": think and config.engine.think})
@@ -26,7 +26,7 @@ def run_llm_episode(env: DoomEnv, runtime: Runtime, *, seed: int | None = None, 
         env, clock, bounds,
         lambda generation: MultiStreamAgent(runtime.runner, runtime.tokenizer, runtime.grammar, generation,
                                             engine=engine, budgets=config.budgets, scenario=env.scenario,
-                                            seed=agent_seed, on_decision=on_decision, bus=bus,
+                                            seed=agent_seed, on_decision=on_decision, bus=bus, commentary=commentary,
                                             frame_encoder=runtime.frame_encoder, vision=runtime.vision,
                                             encode_cost=clock.frame_encode_ms),
         inputs=ScriptedInputs(user_script, runtime.grammar) if user_script else None, bus=bus, progress=progress,

@@ -99,6 +99,9 @@ class FrameStream(Stream):
         block = self._prefill(plan, f"frame{timed.frame.tic}", tokens, "frame", images)[0]
         plan.budget -= len(tokens) + status_tokens
         self.in_view.append(timed)
+        if self.sections.caps.get("history"):  # the Thinker's longer history holds it too, with a hold of its own
+            self.store.retain(block)
+            self.sections.add("history", block)
         self.sections.add("frames", block)  # past the section's cap the oldest frame leaves it
         while len(self.in_view) > self.sections.caps["frames"]:  # in step with the section, without copying it
             self.in_view.popleft()
@@ -129,6 +132,7 @@ class FrameStream(Stream):
         """Every frame leaves the views: the game restarted (tics start over), or the stream closes."""
         self.in_view.clear()
         self.sections.clear("frames")
+        self.sections.clear("history")
         self.pending.clear()
 
     close = clear
