@@ -16,7 +16,7 @@ import pytest
 from agent_runtime.errors import UserError
 from agent_runtime.model.model_loader import load_tokenizer
 from agent_runtime.engine.prompts import ACTION_PROMPT, FRAME_PREFIX
-from agent_runtime.training.decision_log import DECISIONS, EPISODES, complete_bytes, parse_decisions
+from agent_runtime.training.decision_log import DECISIONS, EPISODES, NOTES, complete_bytes, parse_decisions
 from tests.cli_runner import run_cli
 
 REPO = Path(__file__).resolve().parent.parent
@@ -73,7 +73,7 @@ def test_a_killed_run_resumes_without_losing_or_repeating_episodes(tmp_path):
     done = [json.loads(line) for line in (out / EPISODES).read_text().splitlines()]
     assert 1 <= len(done) < 4
     assert (out / DECISIONS).stat().st_size > done[-1]["decisions_bytes"]  # a partial episode was on disk
-    kept = read_decisions(out)
+    kept, kept_notes = read_decisions(out), parse_decisions(complete_bytes(out, NOTES))
 
     again = collect(out, "--episodes", "4", "--max-tics", "400")
     assert again.returncode == 0, again.stderr
@@ -84,6 +84,10 @@ def test_a_killed_run_resumes_without_losing_or_repeating_episodes(tmp_path):
     assert decisions[: len(kept)] == kept  # finished episodes untouched
     assert [d["episode"] for d in decisions] == sorted(d["episode"] for d in decisions)
     assert sum(e["decisions"] for e in episodes) == len(decisions)
+    notes = parse_decisions(complete_bytes(out, NOTES))  # the Thinker's notes resume alike
+    assert kept_notes and notes[: len(kept_notes)] == kept_notes
+    assert [n["episode"] for n in notes] == sorted(n["episode"] for n in notes)
+    assert sum(e["notes"] for e in episodes) == len(notes)
 
 
 def test_resuming_with_another_model_is_refused(tmp_path):

@@ -26,7 +26,7 @@ def test_every_phrase_parses_back_to_its_claim_and_noise_claims_nothing():
     claims = [Claim("seen", name="imp", side="left", count=2), Claim("seen", name="lost soul", side="ahead", count=1),
               Claim("nothing"), Claim("lost", name="demon", side="behind right"), Claim("doing", value="TURN_LEFT"),
               Claim("doing", value="NOOP"), Claim("ammo", value=14), Claim("health", value=80)]
-    assert parse_claims(join(claims, note=True)) == (claims, 0)
+    assert parse_claims(join(claims)) == parse_claims("note: " + join(claims)) == (claims, 0)
     assert join(claims[:2]) == "2 imps left, 1 lost soul ahead"
     assert parse_claims("2020-08-22T22:33:27.") == ([], 1)  # what the untrained Thinker writes claims nothing
     assert parse_claims("45, 4hunchups away, 0 imps left") == ([], 3)  # "0 imps" claims nothing either
@@ -68,11 +68,11 @@ def test_the_planner_keeps_a_monster_last_seen_near_an_edge_until_that_kind_show
     lines = ["\ndemon right 40 far", "\nimp left 30 mid; demon right 3 far; blood left 30 near", "\nzombieman right 10 mid"]
     note = note_for(lines, "hp 100 ammo 14", None)
     # the demon last seen near the crosshair was shot, not lost; the imp was last seen near the left edge
-    assert note == "note: 1 zombieman right, lost imp behind left, 14 rounds"
+    assert note == "1 zombieman right, lost imp behind left, 14 rounds"
     carried = note_for(["\nnothing in view"], "hp 100 ammo 13", note)  # its frames gone: the note carries it on
-    assert carried == "note: nothing in view, lost imp behind left, 13 rounds"
+    assert carried == "nothing in view, lost imp behind left, 13 rounds"
     found = note_for(["\nimp right 40 far"], "hp 100 ammo 13", carried)
-    assert found == "note: 1 imp right, 13 rounds"  # that kind on screen again: no longer lost
+    assert found == "1 imp right, 13 rounds"  # that kind on screen again: no longer lost
 
 
 def test_labellers_are_true_of_real_play():

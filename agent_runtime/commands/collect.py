@@ -1,5 +1,6 @@
 """`agent-runtime collect`: DAgger data (training/collection.py). The multi-stream agent plays as it is, the
-lag-aware expert labels each decision, and the view tokens and both commands go to an append-only data set. Run it
+lag-aware expert labels each decision and the planner each Thinker paragraph, and the view tokens with the labels go
+to an append-only data set. Run it
 again on the same --out to resume: a run killed mid-episode loses only that episode; finished ones are never touched.
 """
 
@@ -22,6 +23,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--expert-acts", type=float, default=0.0, metavar="P",
                    help="DAgger's mix: each decision executes the expert's command instead of the model's with "
                         "probability P (default 0: the model plays; 1: the expert plays, the model's view is recorded)")
+    p.add_argument("--planner-writes", type=float, default=1.0, metavar="P",
+                   help="each Thinker paragraph is the planner's note (written into the view for the other streams "
+                        "to read) with probability P, else the model's (default 1; the planner's note is stored as "
+                        "the label either way, in notes.jsonl)")
     add_options(p, "--max-tics", "--config", "--threads", "--fixed-cost", "--frame-source", "--json")
     p.add_argument("--labeller", choices=("view", "full"), default="view",
                    help="who labels: view (default), the expert restricted to what the action view holds, whose labels "
@@ -34,15 +39,17 @@ def run(args: argparse.Namespace) -> int:
     from agent_runtime.session.episodes import fixed_cost
     from agent_runtime.training.collection import collect_episode, episode_line, open_runtime, print_totals
     from agent_runtime.config import from_args
-    from agent_runtime.training.decision_log import DECISIONS, EPISODES, MANIFEST, DecisionLog
+    from agent_runtime.training.decision_log import DECISIONS, EPISODES, MANIFEST, NOTES, DecisionLog
 
     at_least(args, 1, "--episodes", "--max-tics")
-    if not 0.0 <= args.expert_acts <= 1.0:
-        raise UserError(f"--expert-acts must be a probability between 0 and 1 (got {args.expert_acts})")
+    for flag in ("--expert-acts", "--planner-writes"):
+        value = getattr(args, flag[2:].replace("-", "_"))
+        if not 0.0 <= value <= 1.0:
+            raise UserError(f"{flag} must be a probability between 0 and 1 (got {value})")
     fanout.check(args)
     require_cuda(args.device)
     from_args(args)  # the flags left unset take the config's values
-    out = own_dir(args.out, "--out", frozenset({DECISIONS, EPISODES, MANIFEST}), MANIFEST, "a data set from `collect`")
+    out = own_dir(args.out, "--out", frozenset({DECISIONS, EPISODES, MANIFEST, NOTES}), MANIFEST, "a data set from `collect`")
     if fanout.wanted(args):  # Ray workers play and label; this process writes the data set in episode order
         return run_collect(args, out)
     runtime, manifest = open_runtime(args, args.threads)  # (its grammar refused a scenario with delta buttons)

@@ -1,7 +1,9 @@
-"""`agent-runtime train`: a LoRA adapter that makes the model score the expert's command highest.
+"""`agent-runtime train`: a LoRA adapter that makes the model score the expert's command highest and write the
+planner's notes.
 
 LoRA (peft) on the upper layers of the model the `collect` data came from, in float32, trained with
-class-balanced cross-entropy over the action stream's candidate commands, fixed seeds. ADAPTER/ holds peft's files,
+class-balanced cross-entropy over the action stream's candidate commands (and, where the data holds Thinker notes,
+token cross-entropy of the notes: one adapter for both streams), fixed seeds. ADAPTER/ holds peft's files,
 manifest.json (data hashes, base weight hash, settings, held-out accuracy, curves) and training.png; it is
 written to a temporary directory and renamed, so a killed run leaves no half adapter.
 """
@@ -35,24 +37,27 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dtype", **{**OPTIONS["--dtype"], "help": "float32 (or auto): LoRA trains in float32"})
 
 
-def _data_sets(dirs: list[str]) -> tuple[list[dict], list[list[dict]], str]:
-    """Manifests, decisions and a hash of the data (the complete episodes' bytes) of every data set."""
-    from agent_runtime.training.decision_log import MANIFEST, complete_bytes, parse_decisions
+def _data_sets(dirs: list[str]) -> tuple[list[dict], list[list[dict]], list[list[dict]], str]:
+    """Manifests, decisions, Thinker notes and a hash of the data (the complete episodes' bytes) of every data set."""
+    from agent_runtime.training.decision_log import MANIFEST, NOTES, complete_bytes, parse_decisions
 
-    manifests, decisions = [], []
+    manifests, decisions, notes = [], [], []
     h = hashlib.sha256()
     for d in dirs:
         data = complete_bytes(d)  # a directory that is no data set is a clear error
+        note_data = complete_bytes(d, NOTES)
         h.update(data)
+        h.update(note_data)  # b"" for a data set without notes: the hash of older data is unchanged
         manifests.append(json.loads((Path(d) / MANIFEST).read_text()))
         decisions.append(parse_decisions(data))
+        notes.append(parse_decisions(note_data))
     for key in ("buttons", "model_weight_hash"):
         if len({json.dumps(m.get(key)) for m in manifests}) > 1:
             raise UserError(f"the data sets differ in {key}; "
                             "train on data of one scenario's buttons and one base model")
     if not any(decisions):
         raise UserError("the data sets hold no complete episode yet; run `agent-runtime collect` first")
-    return manifests, decisions, h.hexdigest()[:16]
+    return manifests, decisions, notes, h.hexdigest()[:16]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -60,14 +65,10 @@ def run(args: argparse.Namespace) -> int:
     from agent_runtime.model.model_loader import EMBEDDED_MODEL_ID, load_for_cpu
     from agent_runtime.training.command_scores import Candidates
     from agent_runtime.training.lora_trainer import Example, TrainSettings, evaluate, split, train, with_adapters
+    from agent_runtime.training.note_scores import NoteTarget
 
-    at_least(args, 1, "--steps", "--batch", "--rank")
-    if not 0 < args.held_out < 1:
-        raise UserError(f"--held-out must be between 0 and 1 (got {args.held_out})")
-    if args.dtype not in (None, "auto", "float32"):
-        raise UserError(f"--dtype {args.dtype}: train computes in float32 (the adapter is merged at load in any dtype)")
-    require_cuda(args.device)
-    manifests, decisions, data_hash = _data_sets(args.data)
+    _check_options(args)
+    manifests, decisions, note_rows, data_hash = _data_sets(args.data)
     engine = _view_settings(manifests, args.data)
     out = adapter_out(args.out, args.data)  # before the model loads: a bad --out costs no training
     spec = args.model or (manifests[0]["model_id"] if manifests[0]["model_id"] != EMBEDDED_MODEL_ID else None)
@@ -86,6 +87,9 @@ def run(args: argparse.Namespace) -> int:
     settings = TrainSettings(steps=args.steps, batch=args.batch, lr=args.lr, rank=args.rank,
                              layers_from=args.layers_from, held_out=args.held_out, seed=args.seed)
     train_set, test_set = split(examples, settings.held_out, settings.seed)
+    notes_split = _split_like([NoteTarget(row["tokens"], row["prompt"], row["target"], (d, row["episode"]),
+                                          row.get("isolated")) for d, rows in zip(args.data, note_rows) for row in rows],
+                              test_set, settings)
     model = with_adapters(loaded.model.to(args.device), settings)
     pad = loaded.tokenizer.pad_token_id or 0
     before = evaluate(model, test_set, candidates, batch=settings.batch, pad_id=pad)
@@ -94,9 +98,10 @@ def run(args: argparse.Namespace) -> int:
     t0 = time.monotonic()
     # closed on a stop (SIGINT) or an error mid-training too: the next line is a line of its own
     with progress_bar(settings.steps, "train", "step") as bar:
-        history = train(model, train_set, test_set, candidates, settings, pad_id=pad, progress=_progress(bar))
+        history = train(model, train_set, test_set, candidates, settings, pad_id=pad, progress=_progress(bar),
+                        notes=notes_split)
     after = history.final or evaluate(model, test_set, candidates, batch=settings.batch, pad_id=pad)
-    curves = {k: v for k, v in asdict(history).items() if k != "final"}
+    curves = {k: v for k, v in asdict(history).items() if k not in ("final", "final_notes")}
     manifest = {
         "format_version": 1, "base_model_id": loaded.model_id, "base_weight_hash": loaded.base_weight_hash,
         "data": [str(Path(d).resolve()) for d in args.data], "data_hash": data_hash,
@@ -104,15 +109,45 @@ def run(args: argparse.Namespace) -> int:
         "candidates": list(candidates.texts), "settings": settings.__dict__, "train_decisions": len(train_set),
         "held_out_decisions": len(test_set), "held_out_untrained": before, "held_out": after, "engine": engine,
         "block_masks": all(e.isolated is not None for e in examples),  # scored as the engine attends
+        "notes": {"train": len(notes_split[0]), "held_out": len(notes_split[1]), "held_out_result": history.final_notes},
         "train_seconds": round(time.monotonic() - t0, 1), "device": args.device, "history": curves,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
     _write_adapter(model, out, manifest)
-    print(json.dumps({"adapter": str(out), "held_out_untrained": before, "held_out": after}) if args.json else
-          f"{out}: held-out accuracy {before['accuracy']:.1%} -> {after['accuracy']:.1%} (the command alone, any "
-          f"hold: {before['command_accuracy']:.1%} -> {after['command_accuracy']:.1%}; "
-          f"{', '.join(f'{k} {v:.0%}' for k, v in after['per_command'].items())}); plot {out / 'training.png'}")
+    _report(args, out, before, after, history.final_notes)
     return 0
+
+
+def _check_options(args) -> None:
+    """Bad flags are one line, before anything loads."""
+    at_least(args, 1, "--steps", "--batch", "--rank")
+    if not 0 < args.held_out < 1:
+        raise UserError(f"--held-out must be between 0 and 1 (got {args.held_out})")
+    if args.dtype not in (None, "auto", "float32"):
+        raise UserError(f"--dtype {args.dtype}: train computes in float32 (the adapter is merged at load in any dtype)")
+    require_cuda(args.device)
+
+
+def _report(args, out: Path, before: dict, after: dict, notes: dict | None) -> None:
+    """The closing line (or JSON object): held-out accuracy before and after, and how the notes came out."""
+    if args.json:
+        print(json.dumps({"adapter": str(out), "held_out_untrained": before, "held_out": after, "notes": notes}))
+        return
+    print(f"{out}: held-out accuracy {before['accuracy']:.1%} -> {after['accuracy']:.1%} (the command alone, any "
+          f"hold: {before['command_accuracy']:.1%} -> {after['command_accuracy']:.1%}; "
+          f"{', '.join(f'{k} {v:.0%}' for k, v in after['per_command'].items())})"
+          + (f"; notes: {notes['token_accuracy']:.1%} of held-out note tokens, {notes['exact']:.1%} of notes whole"
+             if notes else "") + f"; plot {out / 'training.png'}")
+
+
+def _split_like(notes: list, test_set: list, settings) -> tuple[list, list]:
+    """The notes of the held-out decisions' episodes held out too (one episode: a split of its own notes)."""
+    from agent_runtime.training.lora_trainer import split
+
+    held = {e.episode for e in test_set}
+    if len({e.episode for e in notes}) < 2 or not any(n.episode in held for n in notes):
+        return split(notes, settings.held_out, settings.seed) if len(notes) > 1 else (notes, [])
+    return [n for n in notes if n.episode not in held], [n for n in notes if n.episode in held]
 
 
 def _view_settings(manifests: list[dict], data: list[str]) -> dict:

@@ -70,7 +70,7 @@ class MultiStreamAgent:
     def __init__(self, runner: ModelRunner, tokenizer, grammar: ActionGrammar, generation: SessionGeneration, *,
                  engine: EngineConfig, budgets: BudgetConfig, scenario: str, seed: int = 0, commentary: bool = False,
                  on_sentence=None, on_decision=None, bus: EventBus | None = None, notify=warning_line,
-                 frame_encoder=LABELS, vision=None, encode_cost=None):
+                 frame_encoder=LABELS, vision=None, encode_cost=None, on_paragraph=None):
         """engine and budgets: the run's config sections, the one source of the engine's options (config.py says
         what each means). on_decision(view_tokens, timed_frame, command, isolated_spans): called at every decision
         with the tokens the action view read and its isolated spans (data collection); a Command it returns is
@@ -79,7 +79,8 @@ class MultiStreamAgent:
         notify(line): where the once-a-session line about cut or dropped user text goes (None: events only).
         frame_encoder: what writes the frame lines (Runtime.frame_encoder: from the labels or the screen; None: no
         line); vision: a vision-language model's VisionEncoder whose image tokens frame blocks hold (Runtime.vision);
-        encode_cost: the clock's time for a frame's encoding (FrameStream)."""
+        encode_cost: the clock's time for a frame's encoding (FrameStream). on_paragraph(view): the Thinker's
+        teacher at each paragraph's start (ThinkerStream; data collection)."""
         whole_log = engine.action_log_in_view is None
         decisions_per_block, kept = (8, 1) if whole_log else (1, max(engine.action_log_in_view, ACTION_LOG_KEPT))
         self.runner, self.store, self.tok, self.generation, self.bus = runner, runner.store, tokenizer, generation, bus
@@ -93,7 +94,8 @@ class MultiStreamAgent:
             "history": budgets.thinker_frames_in_view or 0})
         self.sections.add("system", prefill_system(runner, tokenizer, grammar, scenario))
         self._build_streams(grammar, engine, budgets, seed, decisions_per_block, commentary, on_sentence,
-                            on_decision, notify, dict(encoder=frame_encoder, vision=vision, encode_cost=encode_cost))
+                            dict(on_decision=on_decision, on_paragraph=on_paragraph), notify,
+                            dict(encoder=frame_encoder, vision=vision, encode_cost=encode_cost))
         # the Thinker reads every section (its frames from the longer history where it keeps one); the action view
         # its own past decisions and the frames only as many as asked (None: all), with the newest remark and thought
         self.sections.follow(self.action.view, [
@@ -104,7 +106,7 @@ class MultiStreamAgent:
         generation.subscribe("engine", self._record_interruption)
 
     def _build_streams(self, grammar, engine: EngineConfig, budgets: BudgetConfig, seed, decisions_per_block,
-                       commentary, on_sentence, on_decision, notify, frame_options: dict) -> None:
+                       commentary, on_sentence, hooks: dict, notify, frame_options: dict) -> None:
         sample = sampler(engine.temperature, seed)
         end_tokens = {t for t in (self.tok.eos_token_id,) if t is not None}
         ctx = StreamContext(self.store, self.sections, self.stats, self._emit, self.tok)
@@ -115,10 +117,10 @@ class MultiStreamAgent:
         self.heard = TextInStream("heard", "commentary", ctx)
         self.action = ActionStream(ctx, grammar, CommandScorer(grammar, self.tok), encode(self.tok, ACTION_PROMPT),
                                    self.frames, mode=engine.decision_mode, decisions_per_block=decisions_per_block,
-                                   on_decision=on_decision, cadence=engine.decision_cadence)
+                                   on_decision=hooks["on_decision"], cadence=engine.decision_cadence)
         self.thinker = ThinkerStream(ctx, encode(self.tok, THOUGHT_PROMPT), sample=sample, end_tokens=end_tokens,
                                      paragraph_tokens=budgets.thinker_tokens_per_paragraph,
-                                     while_deciding=engine.think_while_deciding)
+                                     while_deciding=engine.think_while_deciding, on_paragraph=hooks["on_paragraph"])
         self.commentary = CommentaryStream(
             ctx, encode(self.tok, COMMENTARY_PROMPT), sample=sample, on_sentence=on_sentence, end_tokens=end_tokens,
             context=lambda: self.action.view.blocks[:] if self.frames.in_view else [],

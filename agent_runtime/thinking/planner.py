@@ -4,7 +4,7 @@ Its view holds the last few frame lines, the status line and its own previous no
 so a model reading the same view can learn to write the same note. The note keeps what the newest frame can't show:
 a monster (or pickup) last seen near an edge and gone since is "lost ... behind left/right" until a frame shows that kind
 again (the previous note carries it on after its frames have left the view), beside what is on screen now and the
-rounds left: "note: 1 imp ahead, lost demon behind right, 14 rounds". Effects (blood, puffs, fireballs) are never
+rounds left: "1 imp ahead, lost demon behind right, 14 rounds" (after the Thinker's prompt, "Thought:"). Effects (blood, puffs, fireballs) are never
 lost: they vanish.
 """
 
@@ -40,4 +40,4 @@ def note_for(frame_lines: list[str], status_line: str | None, previous_note: str
     for claim in parse_claims(previous_note or "")[0]:
         if claim.kind == "lost":
             remember(claim)
-    return join(seen_claims(frame_lines[-1]) + lost[:MAX_LOST] + ammo_claims(status_line), note=True)
+    return join(seen_claims(frame_lines[-1]) + lost[:MAX_LOST] + ammo_claims(status_line))

@@ -1,6 +1,6 @@
 """The words of notes and remarks: a small fixed vocabulary in which every phrase is one claim a judge can check.
 
-A text is phrases joined by ", " (a note starts with "note: "). The phrases:
+A text is phrases joined by ", " (a leading "note: " is read past). The phrases:
 
     "2 imps left"            on screen: that many of that kind on that side ("ahead": under AHEAD_DEGREES off the
                              crosshair; "left"/"right": the rest of that half of the screen)
@@ -80,9 +80,9 @@ def lost_side(bearing: float) -> str:
     return "behind left" if bearing > 0 else "behind right"
 
 
-def join(claims: list[Claim], *, note: bool = False) -> str:
+def join(claims: list[Claim]) -> str:
     """The text of these claims, in their order."""
-    return (NOTE_PREFIX if note else "") + ", ".join(c.text() for c in claims)
+    return ", ".join(c.text() for c in claims)
 
 
 _DOING_WORDS = {words: name for name, words in DOING.items()}

@@ -60,9 +60,10 @@ def _left_padded(sequences: list[list[int]], pad: int, device, *, start: int = 0
     return ids.to(device), mask.to(device), positions.to(device)
 
 
-def _shared_length(views: list[list[int]], isolated: list | None) -> int:
-    """The shared run, stopped where a later isolated span starts (its tokens must not attend what precedes it)."""
-    shared = shared_prefix_length(views) if len(views) > 1 else 0
+def _shared_length(views: list[list[int]], isolated: list | None, keep: int = 1) -> int:
+    """The shared run, stopped where a later isolated span starts (its tokens must not attend what precedes it), and
+    leaving each view its last `keep` positions (the ones whose logits are read)."""
+    shared = min(shared_prefix_length(views), min(len(v) for v in views) - keep) if len(views) > 1 else 0
     starts = [s for spans in (isolated or []) for s, _ in (spans or []) if s > 0]
     shared = min([shared] + starts)
     return shared if shared >= MIN_SHARED else 0
@@ -87,12 +88,13 @@ def _block_mask(key_mask: torch.Tensor, views: list[list[int]], isolated: list, 
     return out.masked_fill(~allowed.unsqueeze(1), torch.finfo(dtype).min).to(key_mask.device)
 
 
-def _views_pass(model, views: list[list[int]], pad_id: int, isolated: list | None = None):
-    """Every view once (the tokens all views share run once), left-padded: the last position's logits [B, V], the
-    cache over the views, its attention mask and each view's last position."""
+def views_pass(model, views: list[list[int]], pad_id: int, isolated: list | None = None, keep: int = 1):
+    """Every view once (the tokens all views share run once), left-padded: the last position's logits [B, V] (keep >
+    1: the last `keep` positions', [B, keep, V]), the cache over the views, its attention mask and each view's last
+    position."""
     device = next(model.parameters()).device
     cache = DynamicCache(config=model.config)  # filled in place
-    as_cache, shared = {_cache_keyword(model): cache}, _shared_length(views, isolated)
+    as_cache, shared = {_cache_keyword(model): cache}, _shared_length(views, isolated, keep)
     if shared:
         model(input_ids=torch.tensor([views[0][:shared]], device=device), logits_to_keep=1, use_cache=True, **as_cache)
         cache.batch_repeat_interleave(len(views))
@@ -100,9 +102,9 @@ def _views_pass(model, views: list[list[int]], pad_id: int, isolated: list | Non
     mask = torch.cat([torch.ones(len(views), shared, dtype=mask.dtype, device=device), mask], dim=1)
     attention = (_block_mask(mask, views, isolated, shared, next(model.parameters()).dtype) if any(isolated or [])
                  else mask)
-    logits = model(input_ids=ids, attention_mask=attention, position_ids=positions, logits_to_keep=1, use_cache=True,
-                   **as_cache).logits[:, -1]
-    return logits, cache, mask, positions[:, -1]
+    logits = model(input_ids=ids, attention_mask=attention, position_ids=positions, logits_to_keep=keep,
+                   use_cache=True, **as_cache).logits
+    return logits[:, -1] if keep == 1 else logits, cache, mask, positions[:, -1]
 
 
 def _branches_pass(model, cache, mask, last_positions, branches: list[tuple[int, ...]], pad_id: int) -> torch.Tensor:
@@ -130,7 +132,7 @@ def candidate_scores(model, views: list[list[int]], candidates: Candidates, *, p
     """[len(views), len(candidates)] summed log-probabilities of each candidate after each view, the prefixes
     (" left", the space before a hold count) run once per view as the action stream's branches do at run time.
     isolated: per view, its isolated spans (None: a plain causal forward, how data sets before them trained)."""
-    view_logits, cache, mask, last = _views_pass(model, views, pad_id, isolated)
+    view_logits, cache, mask, last = views_pass(model, views, pad_id, isolated)
     first = torch.log_softmax(view_logits.float(), dim=-1)  # [B, V]
     branches = candidates.branches
     rows = (torch.log_softmax(_branches_pass(model, cache, mask, last, branches, pad_id).float(), dim=-1)

@@ -1,9 +1,10 @@
 """The DAgger data set on disk: one JSON line per decision, one per finished episode, and a manifest.
 
 decisions.jsonl holds per decision the exact tokens the action view read (what a plain model would read), the
-model's command and the expert's label for the same frame; episodes.jsonl a line per complete episode, with the
-byte length decisions.jsonl had then. Both are append-only and flushed per line, so a killed run leaves readable
-files; a resumed run cuts decisions.jsonl back to the last complete episode and plays that one again.
+model's command and the expert's label for the same frame; notes.jsonl per Thinker paragraph the tokens the
+Thinker's view read and the planner's note for it; episodes.jsonl a line per complete episode, with the byte lengths
+both had then. All are append-only and flushed per line, so a killed run leaves readable files; a resumed run cuts
+decisions.jsonl and notes.jsonl back to the last complete episode and plays that one again.
 """
 
 import json
@@ -16,6 +17,7 @@ from agent_runtime.errors import UserError, first_line
 
 FORMAT_VERSION = 1
 DECISIONS = "decisions.jsonl"
+NOTES = "notes.jsonl"
 EPISODES = "episodes.jsonl"
 MANIFEST = "manifest.json"
 IDENTITY_KEYS = ("scenario", "model_id", "model_weight_hash", "adapter")  # a resumed run must match these
@@ -35,6 +37,26 @@ class Decision:
 
     def to_json(self) -> str:
         return json.dumps({k: v for k, v in vars(self).items() if k != "isolated" or v is not None})
+
+
+@dataclass
+class NoteExample:
+    """One notes.jsonl line, its keys in this order: a Thinker paragraph and what the planner would write in it."""
+
+    episode: int
+    frame_tic: int | None  # the newest frame the view held (None: none yet)
+    tokens: list[int]  # the Thinker's view as the paragraph started
+    prompt: list[int]  # the paragraph's prompt ("\nThought:")
+    target: list[int]  # the planner's note, ending in a newline: what the model learns to write after the prompt
+    note: str
+    written_by: str  # who wrote the paragraph the other streams read: "planner" (forced) or "model"
+    isolated: list[list[int]] | None = None
+
+    to_json = Decision.to_json
+
+
+# per file: the episodes.jsonl key of its length at each complete episode (a data set from before notes: none)
+LENGTH_KEYS = {DECISIONS: "decisions_bytes", NOTES: "notes_bytes"}
 
 
 def read_episodes(directory: str | Path) -> list[dict]:
@@ -63,11 +85,14 @@ class DecisionLog:
         self.dir.mkdir(parents=True, exist_ok=True)
         self._check_manifest(manifest)
         self.episodes = read_episodes(self.dir)
-        keep = self.episodes[-1]["decisions_bytes"] if self.episodes else 0
-        decisions = self.dir / DECISIONS
-        if decisions.exists() and decisions.stat().st_size > keep:
-            os.truncate(decisions, keep)  # drop the unfinished episode's decisions
-        self._decisions, self._episodes = open(decisions, "ab"), open(self.dir / EPISODES, "a")
+        self._files = {}
+        for name, key in LENGTH_KEYS.items():
+            keep = self.episodes[-1].get(key, 0) if self.episodes else 0
+            path = self.dir / name
+            if path.exists() and path.stat().st_size > keep:
+                os.truncate(path, keep)  # drop the unfinished episode's lines
+            self._files[name] = open(path, "ab")
+        self._episodes = open(self.dir / EPISODES, "a")
 
     def _check_manifest(self, manifest: dict) -> None:
         path = self.dir / MANIFEST
@@ -87,32 +112,38 @@ class DecisionLog:
     def next_episode(self) -> int:
         return len(self.episodes)
 
-    def add(self, decision: Decision) -> None:
-        self._decisions.write(decision.to_json().encode() + b"\n")
-        self._decisions.flush()
+    def add(self, item: Decision | NoteExample) -> None:
+        f = self._files[NOTES if isinstance(item, NoteExample) else DECISIONS]
+        f.write(item.to_json().encode() + b"\n")
+        f.flush()
 
     def finish_episode(self, summary: dict) -> None:
-        self._decisions.flush()
-        os.fsync(self._decisions.fileno())
-        entry = {**summary, "decisions_bytes": self._decisions.tell()}
+        for f in self._files.values():
+            f.flush()
+            os.fsync(f.fileno())
+        entry = {**summary, **{key: self._files[name].tell() for name, key in LENGTH_KEYS.items()}}
         self._episodes.write(json.dumps(entry) + "\n")
         self._episodes.flush()
         os.fsync(self._episodes.fileno())
         self.episodes.append(entry)
 
     def close(self) -> None:
-        self._decisions.close()
+        for f in self._files.values():
+            f.close()
         self._episodes.close()
 
 
-def complete_bytes(directory: str | Path) -> bytes:
-    """decisions.jsonl up to the end of the last complete episode (what a data set holds for good)."""
+def complete_bytes(directory: str | Path, name: str = DECISIONS) -> bytes:
+    """decisions.jsonl (or notes.jsonl) up to the end of the last complete episode (what a data set holds for good;
+    a data set from before notes holds none)."""
     directory = Path(directory)
     if not (directory / MANIFEST).is_file():
         raise UserError(f"{directory}: not a data set (no {MANIFEST}); make one with `agent-runtime collect`")
     episodes = read_episodes(directory)
-    end = episodes[-1]["decisions_bytes"] if episodes else 0
-    with open(directory / DECISIONS, "rb") as f:
+    end = episodes[-1].get(LENGTH_KEYS[name], 0) if episodes else 0
+    if not end:
+        return b""
+    with open(directory / name, "rb") as f:
         return f.read(end)
 
 

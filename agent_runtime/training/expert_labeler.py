@@ -12,8 +12,10 @@ seconds; 0.0 lets the model meet its own mistakes). Every decision is labelled.
 import random
 
 from agent_runtime.control.action_grammar import NOOP, Command
+from agent_runtime.engine.prompts import THOUGHT_PROMPT
 from agent_runtime.session.events import Kind
 from agent_runtime.policies.expert_policy import FIRE_HOLD_TICS, STRAFE_SIGN, LagAwareExpertPolicy, is_target
+from agent_runtime.thinking.vocabulary import parse_claims
 from agent_runtime.training.decision_log import Decision, DecisionLog
 from agent_runtime.control.turning import MAX_HOLD_TICS, TURN_SIGN, TurnInFlight
 from envs.frame import Frame
@@ -34,6 +36,8 @@ class ViewExpert:
     (engine.action_log_in_view: 1): the tics of that command still to run after the frame are turned away from
     every bearing, and a turn that continues one keeps the engine's fast-turn ramp. Measured with frames 1 and 2 tics
     old on defend_the_center (10 seeds): 20.9 and 17.4 kills a game; without its previous command 13.3 and 8.9.
+    It also reads the newest Thinker note the action view holds: with nothing in view it turns toward the side where
+    the note says a monster was lost (thinking/planner.py), else it scans right.
     """
 
     def __init__(self, buttons, *, aimed: bool = False):
@@ -51,9 +55,10 @@ class ViewExpert:
     def observe_executed(self, command: str, tics: int, start_tic: int | None = None) -> None:
         self.previous.record({command: 1.0}, tics, start_tic if start_tic is not None else -10**9)
 
-    def command_for(self, frame: Frame, turn_in_flight: float | None = None) -> tuple[str, int]:
+    def command_for(self, frame: Frame, turn_in_flight: float | None = None, note: str | None = None) -> tuple[str, int]:
         """turn_in_flight: the world's copy of the turn still to run after the frame (TimedFrame.turn_in_flight),
-        which an aimed frame line was written with; None: from the previous command observed."""
+        which an aimed frame line was written with; None: from the previous command observed. note: the newest
+        Thinker paragraph in the action view: with nothing in view, a monster it says is lost is turned toward."""
         rotation = self.previous.degrees_after(frame.tic) if turn_in_flight is None else turn_in_flight
         held = self.previous.tics if self.previous.sign else 0  # a turn continuing it keeps the slow-turn ramp
         turned = rotation if self.aimed else 0.0
@@ -62,7 +67,7 @@ class ViewExpert:
         seen = [(round(bearing_degrees(frame, o, turned)) - (rotation - turned),
                  distance_band(distance_units(frame, o))) for o in listed if is_target(o, self.hunting)]
         if not seen:
-            return self._scan()
+            return self._scan(note)
         near = [s for s in seen if s[1] == "near"]
         bearing, band = min(near or seen, key=lambda s: abs(s[0]))
         if not self.hunting:
@@ -78,9 +83,10 @@ class ViewExpert:
         tics = self.previous.turn.nearest_hold(bearing, held, shortest=1)
         return ("TURN_LEFT" if bearing > 0 else "TURN_RIGHT"), tics
 
-    def _scan(self) -> tuple[str, int]:
+    def _scan(self, note: str | None = None) -> tuple[str, int]:
         if self.can_turn:
-            return "TURN_RIGHT", MAX_HOLD_TICS
+            lost = [c.side for c in parse_claims(note or "")[0] if c.kind == "lost"]
+            return ("TURN_LEFT" if lost[:1] == ["behind left"] else "TURN_RIGHT"), MAX_HOLD_TICS
         return ("MOVE_FORWARD", MAX_HOLD_TICS) if not self.hunting else (NOOP, 2)
 
 
@@ -104,12 +110,15 @@ class ExpertLabeler:
         self.expert.reset()
         self.episode, self.rng = episode, random.Random(seed)
         self.decisions = self.agreed = self.expert_acted = 0
+        self.note: str | None = None  # the newest Thinker paragraph: the one the action view reads
 
     def on_decision(self, tokens: list[int], timed, command, isolated: list[list[int]] | None = None) -> Command | None:
         """The agent decided `command` on `timed` (a TimedFrame) reading `tokens` (`isolated`: the view's isolated
         spans): store it with the label; return the expert's command when the expert acts this decision."""
-        label, tics = (self.expert.command_for(timed.frame, timed.turn_in_flight) if self.aimed
-                       else self.expert.command_for(timed.frame))
+        if self.aimed:
+            label, tics = self.expert.command_for(timed.frame, timed.turn_in_flight, note=self.note)
+        else:
+            label, tics = self.expert.command_for(timed.frame)
         self.log.add(Decision(self.episode, timed.frame.tic, command.name, label, tics, list(tokens), isolated))
         self.decisions += 1
         self.agreed += label == command.name
@@ -119,7 +128,10 @@ class ExpertLabeler:
         return None
 
     def write(self, event) -> None:
-        """EventSink: executed commands become the expert's commands in flight."""
+        """EventSink: executed commands become the expert's commands in flight; each sealed paragraph is the note
+        the action view reads from then on."""
+        if event.kind == Kind.THINKER_PARAGRAPH:
+            self.note = event.payload["text"].split(THOUGHT_PROMPT.strip(), 1)[-1].strip()
         if event.kind == Kind.ACTION_EXECUTED and event.tic is not None:
             name, count = event.payload["command"].split(" ")  # Command.text: "<BUTTON> <tics>"
             self.expert.observe_executed(name, int(count), start_tic=event.tic)

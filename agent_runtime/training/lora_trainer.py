@@ -1,9 +1,11 @@
-"""LoRA imitation of the expert: cross-entropy over the action stream's candidate commands, class-balanced.
+"""LoRA imitation of the expert: cross-entropy over the action stream's candidate commands, class-balanced, and of
+the planner: token cross-entropy of its notes after the Thinker's view, in the same adapter.
 
 The model learns to score the expert's command highest among exactly the candidates the action stream compares
 at run time (candidate_scores), from exactly the tokens its view read (the DAgger data set). Only the upper layers
 get adapters, so backpropagation stops there; batches weigh every expert command (whatever its hold) equally, so
-a frequent one (turning while nothing is in view) cannot drown the rare ones.
+a frequent one (turning while nothing is in view) cannot drown the rare ones. Where the data holds notes, every
+step adds a batch of them (note_scores.py): one adapter serves both streams, which share the forward.
 """
 
 import random
@@ -14,6 +16,7 @@ import torch
 
 from agent_runtime.model.adapters import peft_quietly
 from agent_runtime.training.command_scores import Candidates, candidate_scores
+from agent_runtime.training.note_scores import NoteTarget, evaluate_notes, note_loss
 
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
@@ -46,7 +49,9 @@ class TrainHistory:
     losses: list[float] = field(default_factory=list)
     eval_steps: list[int] = field(default_factory=list)
     accuracies: list[float] = field(default_factory=list)
+    note_losses: list[float] = field(default_factory=list)  # the notes' part of each step's loss (none: no notes)
     final: dict | None = None  # evaluate()'s answer on the whole held-out set after the last step
+    final_notes: dict | None = None  # evaluate_notes() on the held-out notes after the last step
 
 
 def split(examples: list[Example], held_out: float, seed: int) -> tuple[list[Example], list[Example]]:
@@ -112,12 +117,15 @@ def evaluate(model, examples: list[Example], candidates: Candidates, *, batch: i
 
 
 def train(model, train_set: list[Example], test_set: list[Example], candidates: Candidates,
-          settings: TrainSettings, *, pad_id: int = 0, progress=None) -> TrainHistory:
-    """AdamW on the adapters; `progress(step, loss, accuracy_or_None)` after every step."""
+          settings: TrainSettings, *, pad_id: int = 0, progress=None,
+          notes: tuple[list[NoteTarget], list[NoteTarget]] = ((), ())) -> TrainHistory:
+    """AdamW on the adapters; `progress(step, loss, accuracy_or_None)` after every step. notes: (training, held-out)
+    Thinker notes; each step adds the token cross-entropy of a batch of them to the commands'."""
     torch.manual_seed(settings.seed)
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=settings.lr)
     history = TrainHistory()
     batches = balanced_batches(train_set, settings.batch, settings.seed, group=lambda e: candidates.names[e.label])
+    note_batches = balanced_batches(notes[0], settings.batch, settings.seed, group=lambda e: 0) if notes[0] else None
     sample = eval_sample(test_set, settings.eval_examples, settings.seed)
     for step in range(1, settings.steps + 1):
         model.train()
@@ -125,6 +133,10 @@ def train(model, train_set: list[Example], test_set: list[Example], candidates: 
         scores = candidate_scores(model, [e.tokens for e in chunk], candidates, pad_id=pad_id,
                                   isolated=[e.isolated for e in chunk])
         loss = torch.nn.functional.cross_entropy(scores, torch.tensor([e.label for e in chunk]))
+        if note_batches is not None:
+            notes_part = note_loss(model, next(note_batches), pad_id)
+            history.note_losses.append(notes_part.item())
+            loss = loss + notes_part
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
@@ -141,4 +153,6 @@ def train(model, train_set: list[Example], test_set: list[Example], candidates: 
             history.accuracies.append(accuracy)
         if progress is not None:
             progress(step, history.losses[-1], accuracy)
+    if notes[1]:
+        history.final_notes = evaluate_notes(model, list(notes[1]), batch=settings.batch, pad_id=pad_id)
     return history

@@ -1,6 +1,7 @@
 """The Thinker: free-running thought, one token a step in the shared forward, in paragraphs.
 
-Each finished paragraph, sealed, joins the thoughts section every view reads; the newest few stay in view.
+Each finished paragraph, sealed, joins the thoughts section every view reads; the newest few stay in view. A teacher
+(on_paragraph, data collection) may write a paragraph's tokens instead of the model, one a step as the model would.
 """
 
 from agent_runtime.engine.model_runner import StreamInput
@@ -12,13 +13,18 @@ from agent_runtime.session.events import Kind
 class ThinkerStream(Stream):
     role = "thinker"
 
-    def __init__(self, ctx, prompt: list[int], *, paragraph_tokens: int, end_tokens, sample, while_deciding=True):
+    def __init__(self, ctx, prompt: list[int], *, paragraph_tokens: int, end_tokens, sample, while_deciding=True,
+                 on_paragraph=None):
         """while_deciding=False: no token in a step where the action stream decides (its cost is the reaction),
-        unless the Thinker sat out the step before too (decisions on every step must not starve it)."""
+        unless the Thinker sat out the step before too (decisions on every step must not starve it).
+        on_paragraph(view): called as each paragraph's first token is chosen, with the view it read (its blocks filled
+        by that forward; its own block holds the prompt); the tokens it returns (ending in a newline) are the
+        paragraph's, written instead of sampled; None: the model writes it."""
         super().__init__(ctx)
         self.while_deciding, self.sat_out = while_deciding, False
         self.prompt, self.paragraph_budget, self.end_tokens, self.sample = prompt, paragraph_tokens, end_tokens, sample
         self.view = View(self.store, name="thinker", own_label="thought")
+        self.on_paragraph, self.forced = on_paragraph, None
         self.pending = list(prompt)
         self.paragraph_tokens = 0
 
@@ -31,7 +37,9 @@ class ThinkerStream(Stream):
 
     def postprocess(self, logits: list, plan: StepPlan):
         self.stats.thinker_tokens += 1
-        token = self.sample(logits[0])
+        if self.paragraph_tokens == 0 and self.on_paragraph is not None:  # the prompt's forward filled the view
+            self.forced = self.on_paragraph(self.view)
+        token = self.sample(logits[0]) if not self.forced else self.forced.pop(0)
         self.paragraph_tokens += 1
         text = self.tok.decode([token])
         if not (token in self.end_tokens or "\n" in text or self.paragraph_tokens >= self.paragraph_budget):
@@ -43,5 +51,5 @@ class ThinkerStream(Stream):
         self.sections.add("thoughts", block)
         self.stats.thinker_paragraphs += 1
         self.emit(Kind.THINKER_PARAGRAPH, "thinker", sim_ms=plan.now_ms, text=self.tok.decode(block.token_ids))
-        self.pending = list(self.prompt)
+        self.pending, self.forced = list(self.prompt), None
         self.paragraph_tokens = 0
