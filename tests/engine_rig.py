@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from agent_runtime.config import BudgetConfig, RunConfig
+from agent_runtime.engine.kv_block_store import KVBlockStore
+from agent_runtime.engine.model_runner import ModelRunner, StreamInput
+from agent_runtime.engine.view import View
 from agent_runtime.engine.multistream_agent import MultiStreamAgent
 from agent_runtime.session.generation import SessionGeneration
 from agent_runtime.session.runtime import Runtime
@@ -45,3 +48,19 @@ def make_agent(runtime: Runtime, scenario: str, generation: SessionGeneration | 
                             generation if generation is not None else SessionGeneration(),
                             engine=runtime.config.engine.model_copy(update=engine), budgets=runtime.config.budgets,
                             scenario=scenario, commentary=commentary, on_sentence=on_sentence, bus=bus)
+
+
+def prefilled_view(loaded, blocks: list[tuple[list[int], bool]], own_label: str) -> tuple[ModelRunner, View]:
+    """A view over `blocks` prefilled as the engine does (an isolated block, like a frame, status or system text, on
+    a view of itself alone; any other after the blocks before it), with an empty own block: the runner and the view."""
+    store = KVBlockStore.for_model(loaded.config, capacity_tokens=1024, page_size=16)
+    runner = ModelRunner(loaded, store)
+    done = []
+    for tokens, isolated in blocks:
+        writer = View(store, [] if isolated else list(done))
+        writer.start_own("block")
+        runner.forward([StreamInput(writer, tokens, logits="none")])
+        done.append(writer.own)
+    view = View(store, done)
+    view.start_own(own_label)
+    return runner, view

@@ -35,6 +35,9 @@ def test_bench_play_reports_every_agent_on_the_same_seeds(tmp_path):
     expert, random_ = result["agents"]["expert"], result["agents"]["random"]
     assert expert["kills_mean"] > random_["kills_mean"]  # the expert plays; the untrained tiny model does not
     assert result["agents"]["llm"]["reaction_ms_p50"] > 0 and result["agents"]["expert"]["reaction_ms_p50"] is None
+    # the model agents say how much their Thinker wrote notes (the untrained tiny model: noise, none)
+    assert result["agents"]["llm"]["notes_per_minute"] == 0 and result["agents"]["no_think"]["notes_per_minute"] == 0
+    assert "notes_per_minute" not in result["agents"]["expert"]
     assert result["cpu_path"] and result["adapter"] is None
     assert (tmp_path / "play_kills.png").stat().st_size > 0 and json.loads((tmp_path / "play.json").read_text())
 

@@ -11,18 +11,20 @@ from pathlib import Path
 
 import torch
 
-from agent_runtime.engine.kv_block_store import KVBlockStore
-from agent_runtime.engine.model_runner import ModelRunner, StreamInput
+from agent_runtime.engine.model_runner import StreamInput
 from agent_runtime.engine.prompts import ACTION_PROMPT, THOUGHT_PROMPT
-from agent_runtime.engine.view import View
 from agent_runtime.model.model_loader import load_model, load_tokenizer
 from agent_runtime.thinking.vocabulary import parse_claims
 from agent_runtime.training.decision_log import NOTES, complete_bytes, parse_decisions
 from agent_runtime.training.expert_labeler import ViewExpert
 from agent_runtime.training.lora_trainer import TrainSettings, with_adapters
 from agent_runtime.training.note_scores import NoteTarget, evaluate_notes, note_logits, note_loss
+from agent_runtime.session.clocks import FixedCost
+from agent_runtime.session.llm_episode import run_llm_episode
+from envs.doom_env import DoomEnv
 from envs.observation_text import parse_seen
 from tests.cli_runner import run_cli
+from tests.engine_rig import make_runtime, prefilled_view
 from tests.test_expert_policy import TURNERS, frame_with_monster
 from tests.test_training import _spans
 
@@ -32,16 +34,7 @@ REPO = Path(__file__).resolve().parent.parent
 def _engine_note_logits(loaded, blocks, prompt: list[int], target: list[int]) -> torch.Tensor:
     """The Thinker's logits as the engine decodes a forced note: blocks prefilled as the engine does (isolated ones on
     a view of their own), then the prompt, then each note token fed one step at a time."""
-    store = KVBlockStore.for_model(loaded.config, capacity_tokens=1024, page_size=16)
-    runner = ModelRunner(loaded, store)
-    done = []
-    for tokens, isolated in blocks:
-        writer = View(store, [] if isolated else list(done))
-        writer.start_own("block")
-        runner.forward([StreamInput(writer, tokens, logits="none")])
-        done.append(writer.own)
-    view = View(store, done)
-    view.start_own("thought")
+    runner, view = prefilled_view(loaded, blocks, "thought")
     rows = [runner.forward([StreamInput(view, prompt)]).logits[0]]
     for token in target[:-1]:
         rows.append(runner.forward([StreamInput(view, [token])]).logits[0])
@@ -109,6 +102,19 @@ def test_the_view_expert_turns_toward_the_side_the_note_says_a_monster_was_lost(
     assert expert.command_for(empty, 0.0, note="2022-08-08") == ("TURN_RIGHT", 8)  # noise: it scans as before
     seen = frame_with_monster(20.0)  # something in view: the note does not turn it away
     assert expert.command_for(seen, 0.0, note="lost imp behind right")[0] == "TURN_LEFT"
+
+
+def test_an_episode_counts_its_notes_and_the_decisions_that_had_one_in_view():
+    with DoomEnv("defend_the_center", seed=0) as env:
+        runtime = make_runtime(env)
+        tok = runtime.tokenizer
+        note = tok.encode(" nothing in view, 26 rounds\n", add_special_tokens=False)
+        forced = run_llm_episode(env, runtime, max_tics=300, fixed_cost=FixedCost(),
+                                 on_paragraph=lambda view: list(note))
+        plain = run_llm_episode(env, runtime, max_tics=300, fixed_cost=FixedCost())
+    assert forced["notes"] == forced["thinker_paragraphs"] >= 5
+    assert 0 < forced["decisions_with_note"] < forced["decisions"]  # the decisions before the first note had none
+    assert plain["thinker_paragraphs"] >= 2 and plain["notes"] == plain["decisions_with_note"] == 0  # noise
 
 
 def _collect(out: Path, *args: str):

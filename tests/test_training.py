@@ -22,6 +22,7 @@ from agent_runtime.training.command_scores import Candidates, candidate_scores
 from agent_runtime.training.lora_trainer import Example, TrainSettings, balanced_batches, eval_sample, evaluate, train, with_adapters
 from agent_runtime.engine.view import View
 from tests.cli_runner import run_cli
+from tests.engine_rig import prefilled_view
 
 REPO = Path(__file__).resolve().parent.parent
 # MOVE_LEFT/RIGHT say "step left"/"step right" beside TURN_LEFT/RIGHT: two-token commands with a shared branch
@@ -292,16 +293,7 @@ def test_an_adapter_remembers_how_its_views_were_written_and_a_run_that_writes_t
 def _engine_view_scores(loaded, blocks: list[tuple[list[int], bool]], prompt: list[int], scorer) -> torch.Tensor:
     """The action stream's numbers over blocks prefilled as the engine does: an isolated block (frame, status, system,
     user text) on a view of itself alone, any other after the blocks before it; then the prompt and the branches."""
-    store = KVBlockStore.for_model(loaded.config, capacity_tokens=1024, page_size=16)
-    runner = ModelRunner(loaded, store)
-    done = []
-    for tokens, isolated in blocks:
-        writer = View(store, [] if isolated else list(done))
-        writer.start_own("block")
-        runner.forward([StreamInput(writer, tokens, logits="none")])
-        done.append(writer.own)
-    view = View(store, done)
-    view.start_own("act")
+    runner, view = prefilled_view(loaded, blocks, "act")
     assert [list(s) for s in view.isolated_spans()] == _spans(blocks)
     result = runner.forward([StreamInput(view, prompt)] + scorer.branch_inputs(view))
     return torch.tensor(scorer.scores(result.logits[0], result.logits[1:]))

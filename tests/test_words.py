@@ -50,7 +50,8 @@ def test_the_judge_reads_the_games_state():
     assert holds(Claim("seen", name="demon", side="left", count=1), frame) is False
     assert holds(Claim("nothing"), frame) is False and holds(Claim("nothing"), replace(frame, labels=()))
     assert holds(Claim("ammo", value=14), frame) and holds(Claim("ammo", value=15), frame) is False
-    assert holds(Claim("doing", value="ATTACK"), frame, "ATTACK") and holds(Claim("doing", value="ATTACK"), frame) is None
+    firing = Claim("doing", value="ATTACK")
+    assert holds(firing, frame, "ATTACK") and holds(firing, frame, "NOOP") is False and holds(firing, frame) is None
     lost = Claim("lost", name="imp", side="behind right")
     assert holds(lost, frame) is None  # no objects info: the game's state can't tell
     behind = ObjectLabel(object_id=8, name="DoomImp", category="Monster", box=None, x=-100.0, y=-300.0)
@@ -65,7 +66,8 @@ def test_the_describer_says_what_the_line_shows_in_the_vocabulary():
 
 
 def test_the_planner_keeps_a_monster_last_seen_near_an_edge_until_that_kind_shows_again():
-    lines = ["\ndemon right 40 far", "\nimp left 30 mid; demon right 3 far; blood left 30 near", "\nzombieman right 10 mid"]
+    lines = ["\ndemon right 40 far", "\nimp left 30 mid; demon right 3 far; blood left 30 near",
+             "\nzombieman right 10 mid"]
     note = note_for(lines, "hp 100 ammo 14", None)
     # the demon last seen near the crosshair was shot, not lost; the imp was last seen near the left edge
     assert note == "1 zombieman right, lost imp behind left, 14 rounds"

@@ -1,7 +1,8 @@
 """`bench play`: how well each agent plays, on the same seeds, interleaved, on the measured-compute clock.
 
 Per agent (model agents with and without the adapter, and the players without a model): kills, reward and
-survival tics (mean and standard deviation), reaction p50 for the model agents; a bar chart of kills. Variants in
+survival tics (mean and standard deviation), reaction p50 for the model agents and how much their Thinker wrote
+notes (notes per minute, decisions with a note in view: words_bench.note_rates); a bar chart of kills. Variants in
 the same run: a model agent on another frame source (`llm_pixels`), any agent seeing the game late (`llm_lag4`:
 four tics late, envs/lagged_env.py), which gives each agent's kills against lag.
 """
@@ -14,6 +15,7 @@ from envs.doom_env import DoomEnv
 from envs.lagged_env import LaggedEnv
 
 from agent_runtime.benchmarks.measure import load_bench_model, progress, save_figure, subplots
+from agent_runtime.benchmarks.words_bench import note_rates
 from agent_runtime.config import from_args
 from agent_runtime.fanout.episode_worker import decide_once
 from agent_runtime.fanout.outcome import plain_args
@@ -54,6 +56,9 @@ def _agent_summary(runs: list[dict]) -> dict:
         out[f"{name}_std"] = float(statistics.stdev(values)) if len(values) > 1 else 0.0
     samples = [x for r in runs for x in r.get("reaction_samples_ms", [])]
     out["reaction_ms_p50"] = percentile(samples, 50)
+    if all("reaction_samples_ms" in r for r in runs):  # the model agents: how much their Thinker wrote notes
+        out.update(note_rates({key: sum(max(r[key], 0) for r in runs)
+                               for key in ("tics", "notes", "decisions", "decisions_with_note")}))
     bounds = [r["max_action_age_ms"] for r in runs if "max_action_age_ms" in r]
     if bounds:  # the multi-stream agents' action age bound (auto: as this machine resolved it)
         out["max_action_age_ms"] = max(bounds)

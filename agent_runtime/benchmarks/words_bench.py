@@ -15,7 +15,7 @@ from collections import Counter, deque
 from envs.observation_text import encode_seen, encode_status
 
 from agent_runtime.benchmarks.measure import save_figure, subplots
-from agent_runtime.engine.prompts import THOUGHT_PROMPT
+from agent_runtime.engine.prompts import thought_text
 from agent_runtime.session.clocks import MS_PER_TIC
 from agent_runtime.session.events import EventBus, Kind
 from agent_runtime.session.llm_episode import run_llm_episode
@@ -62,8 +62,8 @@ class Tally:
         self.verdicts: Counter = Counter()  # (kind, True | False | None) -> claims
         self.examples: list[str] = []
 
-    def judge(self, text: str, frame, doing: str | None) -> int:
-        """Judge `text` against `frame`; returns how many claims it made."""
+    def judge(self, text: str, frame, doing: str | None) -> None:
+        """Judge `text` against `frame`."""
         claims, noise = parse_claims(text)
         self.texts += 1
         self.no_claim_phrases += noise
@@ -71,7 +71,6 @@ class Tally:
             self.verdicts[(claim.kind, holds(claim, frame, doing))] += 1
         if len(self.examples) < 5:
             self.examples.append(text)
-        return len(claims)
 
     def summary(self) -> dict:
         true = sum(n for (_, v), n in self.verdicts.items() if v is True)
@@ -95,8 +94,6 @@ class WordsJudge:
         self.tallies = {name: Tally() for name in SOURCES}
         self.doing: tuple[str, int, int] | None = None  # (button, start tic, tics) of the action executed last
         self.planner_note: str | None = None
-        self.note_in_view = False
-        self.notes = self.decisions = self.decisions_with_note = 0
 
     def _under_way(self, tic: int) -> str:
         if self.doing is None:
@@ -111,14 +108,8 @@ class WordsJudge:
         elif kind == Kind.ACTION_EXECUTED and event.tic is not None:
             name, count = event.payload["command"].split(" ")  # Command.text: "<BUTTON> <tics>"
             self.doing = (name, event.tic, int(count))
-        elif kind == Kind.ACTION_EMITTED:
-            self.decisions += 1
-            self.decisions_with_note += self.note_in_view
         elif kind == Kind.THINKER_PARAGRAPH and frame is not None and self.lines:
-            text = event.payload["text"].split(THOUGHT_PROMPT.strip(), 1)[-1].strip()
-            claims = self.tallies["notes"].judge(text, frame, self._under_way(frame.tic))
-            self.note_in_view = claims > 0
-            self.notes += claims > 0
+            self.tallies["notes"].judge(thought_text(event.payload["text"]), frame, self._under_way(frame.tic))
             self.planner_note = note_for(list(self.lines), encode_status(frame), self.planner_note)
             self.tallies["planner"].judge(self.planner_note, frame, self._under_way(frame.tic))
         elif kind == Kind.COMMENTARY_SENTENCE and frame is not None:
@@ -136,17 +127,24 @@ def run_words_bench(env, runtime, *, episodes: int, seed: int, max_tics: int | N
                        signed=runtime.config.engine.signed_bearings)
     bus = EventBus("bench_words", keep=False)
     bus.sinks.append(judge)
-    tics = 0
+    totals = dict.fromkeys(("tics", "notes", "decisions", "decisions_with_note"), 0)
     for i in range(episodes):
         result = run_llm_episode(tap, runtime, seed=seed + i, max_tics=max_tics, fixed_cost=fixed_cost, bus=bus,
                                  agent_seed=seed + i, commentary=True)
-        tics += max(result["tics"], 0)
-        progress(f"episode {i + 1}/{episodes}: {result['tics']} tics, {judge.notes} notes so far", i + 1)
-    minutes = tics * MS_PER_TIC / 60000.0
-    return {"episodes": episodes, "seeds": [seed + i for i in range(episodes)], "game_minutes": round(minutes, 2),
-            "notes_per_minute": judge.notes / minutes if minutes else None, "decisions": judge.decisions,
-            "decisions_with_note": judge.decisions_with_note,
+        totals = {key: n + max(result[key], 0) for key, n in totals.items()}
+        progress(f"episode {i + 1}/{episodes}: {result['tics']} tics, {result['notes']} notes", i + 1)
+    return {"episodes": episodes, "seeds": [seed + i for i in range(episodes)], **note_rates(totals),
+            "decisions": totals["decisions"], "decisions_with_note": totals["decisions_with_note"],
             "sources": {name: tally.summary() for name, tally in judge.tallies.items()}}
+
+
+def note_rates(totals: dict) -> dict:
+    """Notes written per minute of game time and the share of decisions with a note in view, from episode results'
+    summed tics, notes, decisions and decisions_with_note."""
+    minutes = totals["tics"] * MS_PER_TIC / 60000.0
+    return {"game_minutes": round(minutes, 2), "notes_per_minute": totals["notes"] / minutes if minutes else None,
+            "decisions_with_note_fraction": (totals["decisions_with_note"] / totals["decisions"]
+                                             if totals["decisions"] else None)}
 
 
 def plot_words(result: dict, path, title: str) -> None:

@@ -49,7 +49,8 @@ def run(args: argparse.Namespace) -> int:
     fanout.check(args)
     require_cuda(args.device)
     from_args(args)  # the flags left unset take the config's values
-    out = own_dir(args.out, "--out", frozenset({DECISIONS, EPISODES, MANIFEST, NOTES}), MANIFEST, "a data set from `collect`")
+    out = own_dir(args.out, "--out", frozenset({DECISIONS, EPISODES, MANIFEST, NOTES}), MANIFEST,
+                  "a data set from `collect`")
     if fanout.wanted(args):  # Ray workers play and label; this process writes the data set in episode order
         return run_collect(args, out)
     runtime, manifest = open_runtime(args, args.threads)  # (its grammar refused a scenario with delta buttons)

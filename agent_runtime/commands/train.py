@@ -87,9 +87,9 @@ def run(args: argparse.Namespace) -> int:
     settings = TrainSettings(steps=args.steps, batch=args.batch, lr=args.lr, rank=args.rank,
                              layers_from=args.layers_from, held_out=args.held_out, seed=args.seed)
     train_set, test_set = split(examples, settings.held_out, settings.seed)
-    notes_split = _split_like([NoteTarget(row["tokens"], row["prompt"], row["target"], (d, row["episode"]),
-                                          row.get("isolated")) for d, rows in zip(args.data, note_rows) for row in rows],
-                              test_set, settings)
+    notes = [NoteTarget(row["tokens"], row["prompt"], row["target"], (d, row["episode"]), row.get("isolated"))
+             for d, rows in zip(args.data, note_rows) for row in rows]
+    notes_split = _split_like(notes, test_set, settings)
     model = with_adapters(loaded.model.to(args.device), settings)
     pad = loaded.tokenizer.pad_token_id or 0
     before = evaluate(model, test_set, candidates, batch=settings.batch, pad_id=pad)
@@ -109,7 +109,8 @@ def run(args: argparse.Namespace) -> int:
         "candidates": list(candidates.texts), "settings": settings.__dict__, "train_decisions": len(train_set),
         "held_out_decisions": len(test_set), "held_out_untrained": before, "held_out": after, "engine": engine,
         "block_masks": all(e.isolated is not None for e in examples),  # scored as the engine attends
-        "notes": {"train": len(notes_split[0]), "held_out": len(notes_split[1]), "held_out_result": history.final_notes},
+        "notes": {"train": len(notes_split[0]), "held_out": len(notes_split[1]),
+                  "held_out_result": history.final_notes},
         "train_seconds": round(time.monotonic() - t0, 1), "device": args.device, "history": curves,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }

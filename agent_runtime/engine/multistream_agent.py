@@ -39,6 +39,9 @@ class AgentStats:
     frames_dropped: int = 0
     thinker_tokens: int = 0
     thinker_paragraphs: int = 0
+    notes: int = 0  # paragraphs that made a claim in the notes' vocabulary (thinking/vocabulary.py)
+    note_in_view: bool = False  # the newest paragraph, the one the action view reads, is such a note
+    decisions_with_note: int = 0
     decisions: int = 0
     decisions_abandoned: int = 0
     joint_decode_steps: int = 0  # steps in which Thinker and action stream decoded in the same forward

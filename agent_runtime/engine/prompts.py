@@ -23,3 +23,8 @@ ACTION_PROMPT = "\nAct:"
 USER_PREFIX = "\nUser: "
 COMMENTARY_PROMPT = "\nSay:"
 HEARD_PREFIX = "\nSaid: "
+
+
+def thought_text(paragraph: str) -> str:
+    """What the Thinker wrote in a paragraph (its block's text), without the prompt it was primed with."""
+    return paragraph.split(THOUGHT_PROMPT.strip(), 1)[-1].strip()

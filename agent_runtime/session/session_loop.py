@@ -15,8 +15,9 @@ from agent_runtime.session.sync_world import SyncWorld
 from agent_runtime.control.user_inputs import UserInput
 
 PROGRESS_EVERY_MS = 2000.0
-AGENT_COUNTS = ("frames_dropped", "frames_prefilled", "thinker_tokens", "thinker_paragraphs", "decisions",
-                "decisions_abandoned", "joint_decode_steps", "remarks_started", "remarks_stopped", "heard_commits")
+AGENT_COUNTS = ("frames_dropped", "frames_prefilled", "thinker_tokens", "thinker_paragraphs", "notes", "decisions",
+                "decisions_with_note", "decisions_abandoned", "joint_decode_steps", "remarks_started", "remarks_stopped",
+                "heard_commits")
 
 
 @dataclass

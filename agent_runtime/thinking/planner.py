@@ -2,10 +2,10 @@
 
 Its view holds the last few frame lines, the status line and its own previous note, never the engine's hidden state,
 so a model reading the same view can learn to write the same note. The note keeps what the newest frame can't show:
-a monster (or pickup) last seen near an edge and gone since is "lost ... behind left/right" until a frame shows that kind
-again (the previous note carries it on after its frames have left the view), beside what is on screen now and the
-rounds left: "1 imp ahead, lost demon behind right, 14 rounds" (after the Thinker's prompt, "Thought:"). Effects (blood, puffs, fireballs) are never
-lost: they vanish.
+a monster (or pickup) last seen near an edge and gone since is "lost ... behind left/right" until a frame shows
+that kind again (the previous note carries it on after its frames have left the view), beside what is on screen now
+and the rounds left: "1 imp ahead, lost demon behind right, 14 rounds" (after the Thinker's prompt, "Thought:").
+Effects (blood, puffs, fireballs) are never lost: they vanish.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ seconds; 0.0 lets the model meet its own mistakes). Every decision is labelled.
 import random
 
 from agent_runtime.control.action_grammar import NOOP, Command
-from agent_runtime.engine.prompts import THOUGHT_PROMPT
+from agent_runtime.engine.prompts import thought_text
 from agent_runtime.session.events import Kind
 from agent_runtime.policies.expert_policy import FIRE_HOLD_TICS, STRAFE_SIGN, LagAwareExpertPolicy, is_target
 from agent_runtime.thinking.vocabulary import parse_claims
@@ -55,7 +55,8 @@ class ViewExpert:
     def observe_executed(self, command: str, tics: int, start_tic: int | None = None) -> None:
         self.previous.record({command: 1.0}, tics, start_tic if start_tic is not None else -10**9)
 
-    def command_for(self, frame: Frame, turn_in_flight: float | None = None, note: str | None = None) -> tuple[str, int]:
+    def command_for(self, frame: Frame, turn_in_flight: float | None = None,
+                    note: str | None = None) -> tuple[str, int]:
         """turn_in_flight: the world's copy of the turn still to run after the frame (TimedFrame.turn_in_flight),
         which an aimed frame line was written with; None: from the previous command observed. note: the newest
         Thinker paragraph in the action view: with nothing in view, a monster it says is lost is turned toward."""
@@ -131,7 +132,7 @@ class ExpertLabeler:
         """EventSink: executed commands become the expert's commands in flight; each sealed paragraph is the note
         the action view reads from then on."""
         if event.kind == Kind.THINKER_PARAGRAPH:
-            self.note = event.payload["text"].split(THOUGHT_PROMPT.strip(), 1)[-1].strip()
+            self.note = thought_text(event.payload["text"])
         if event.kind == Kind.ACTION_EXECUTED and event.tic is not None:
             name, count = event.payload["command"].split(" ")  # Command.text: "<BUTTON> <tics>"
             self.expert.observe_executed(name, int(count), start_tic=event.tic)

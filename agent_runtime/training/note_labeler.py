@@ -9,7 +9,7 @@ stream is labelled and trained with true notes in view; otherwise the model writ
 
 import random
 
-from agent_runtime.engine.prompts import THOUGHT_PROMPT, encode
+from agent_runtime.engine.prompts import THOUGHT_PROMPT, encode, thought_text
 from agent_runtime.thinking.planner import note_for
 from agent_runtime.training.decision_log import NoteExample
 
@@ -21,7 +21,7 @@ def view_texts(view, tokenizer) -> tuple[list[str], str | None, str | None]:
         return [tokenizer.decode(b.token_ids) for b in view.blocks if b.label.startswith(prefix)]
 
     statuses, thoughts = texts("status"), texts("thought")
-    previous = thoughts[-1].split(THOUGHT_PROMPT.strip(), 1)[-1].strip() if thoughts else None
+    previous = thought_text(thoughts[-1]) if thoughts else None
     return texts("frame"), statuses[-1] if statuses else None, previous
 
 

@@ -82,6 +82,7 @@ class ActionStream(Stream):
             self.decoder = None
         self.decisions_in_block += 1
         self.stats.decisions += 1
+        self.stats.decisions_with_note += self.stats.note_in_view
         if self.on_decision is not None:  # data collection; a DAgger mix may let the expert act instead
             acted = self.on_decision(self.view.token_ids(), self.frame, command, self.view.isolated_spans())
             if acted is not None and acted != command:

@@ -5,9 +5,11 @@ Each finished paragraph, sealed, joins the thoughts section every view reads; th
 """
 
 from agent_runtime.engine.model_runner import StreamInput
+from agent_runtime.engine.prompts import thought_text
 from agent_runtime.engine.streams.stream import StepPlan, Stream
 from agent_runtime.engine.view import View
 from agent_runtime.session.events import Kind
+from agent_runtime.thinking.vocabulary import parse_claims
 
 
 class ThinkerStream(Stream):
@@ -50,6 +52,9 @@ class ThinkerStream(Stream):
         block.sealed = True
         self.sections.add("thoughts", block)
         self.stats.thinker_paragraphs += 1
-        self.emit(Kind.THINKER_PARAGRAPH, "thinker", sim_ms=plan.now_ms, text=self.tok.decode(block.token_ids))
+        text = self.tok.decode(block.token_ids)
+        self.stats.note_in_view = bool(parse_claims(thought_text(text))[0])
+        self.stats.notes += self.stats.note_in_view
+        self.emit(Kind.THINKER_PARAGRAPH, "thinker", sim_ms=plan.now_ms, text=text)
         self.pending, self.forced = list(self.prompt), None
         self.paragraph_tokens = 0
