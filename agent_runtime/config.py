@@ -48,6 +48,9 @@ class EngineConfig(_Strict):
         "score: a command in one forward (prompt and branches); decode: token by token."))
     think: bool = Field(True, description="Run the Thinker stream in the same forwards as the action stream.")
     temperature: float = Field(0.8, gt=0, le=5, description="Sampling temperature of the decoding streams.")
+    thinker_temperature: float | None = Field(None, gt=0, le=5, description=(
+        "The Thinker's own sampling temperature (a low one writes a trained note as learned); null: temperature, "
+        "drawn from the one generator the streams share."))
     prefill_tokens_per_step: int = Field(96, ge=8, le=4096, description=(
         "Longer user or heard text is prefilled in chunks across steps, so a reaction never waits long."))
     action_hold_tics: int = Field(4, ge=1, le=35, description="How long a command without a count holds its button.")

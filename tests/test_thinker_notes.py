@@ -20,6 +20,7 @@ from agent_runtime.training.expert_labeler import ViewExpert
 from agent_runtime.training.lora_trainer import TrainSettings, with_adapters
 from agent_runtime.training.note_scores import NoteTarget, evaluate_notes, note_logits, note_loss
 from agent_runtime.session.clocks import FixedCost
+from agent_runtime.session.events import EventBus
 from agent_runtime.session.llm_episode import run_llm_episode
 from envs.doom_env import DoomEnv
 from envs.observation_text import parse_seen
@@ -115,6 +116,23 @@ def test_an_episode_counts_its_notes_and_the_decisions_that_had_one_in_view():
     assert forced["notes"] == forced["thinker_paragraphs"] >= 5
     assert 0 < forced["decisions_with_note"] < forced["decisions"]  # the decisions before the first note had none
     assert plain["thinker_paragraphs"] >= 2 and plain["notes"] == plain["decisions_with_note"] == 0  # noise
+
+
+def test_a_low_thinker_temperature_writes_the_same_thoughts_whatever_the_seed():
+    """engine.thinker_temperature: the Thinker's own sampler; near 0 it writes the model's most likely tokens, so two
+    agent seeds think alike; at the shared temperature they do not."""
+    def paragraphs(env, runtime, seed: int) -> list[str]:
+        bus = EventBus()
+        run_llm_episode(env, runtime, max_tics=200, fixed_cost=FixedCost(), bus=bus, agent_seed=seed)
+        return [e.payload["text"] for e in bus.of_kind("thinker_paragraph")]
+
+    with DoomEnv("defend_the_center", seed=0) as env:
+        greedy = make_runtime(env, engine={"thinker_temperature": 1e-4})
+        shared = make_runtime(env)
+        low = [paragraphs(env, greedy, seed) for seed in (1, 2)]
+        warm = [paragraphs(env, shared, seed) for seed in (1, 2)]
+    assert low[0] and low[0] == low[1]
+    assert warm[0] and warm[0] != warm[1]
 
 
 def _collect(out: Path, *args: str):

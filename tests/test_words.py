@@ -108,9 +108,9 @@ def test_bench_words_judges_the_agents_texts_beside_the_labellers(tmp_path):
                    "--max-tics", "200", "--json", "--out", str(tmp_path), cwd=REPO)
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
-    assert set(result["sources"]) == {"notes", "planner", "remarks", "describer"}
+    assert set(result["sources"]) == {"notes", "notes_at_start", "planner", "remarks", "describer"}
     notes, planner = result["sources"]["notes"], result["sources"]["planner"]
-    assert notes["texts"] == planner["texts"] > 0  # the planner wrote a note at each paragraph's moment
+    assert notes["texts"] == planner["texts"] == result["sources"]["notes_at_start"]["texts"] > 0
     assert planner["true_fraction"] >= 0.9 and planner["claims"] >= planner["texts"]
     assert result["decisions"] > 0 and result["decisions_with_note"] <= result["decisions"]
     assert (tmp_path / "words.png").stat().st_size > 0

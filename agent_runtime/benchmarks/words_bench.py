@@ -24,7 +24,9 @@ from agent_runtime.thinking.judge import holds
 from agent_runtime.thinking.planner import note_for
 from agent_runtime.thinking.vocabulary import parse_claims
 
-SOURCES = ("notes", "planner", "remarks", "describer")  # the model's texts, each beside its labeller's
+# the model's texts, each beside its labeller's; notes_at_start: the same notes judged at the frame their paragraph
+# began on (what the Thinker read), to tell what it learned wrong from what changed while it wrote
+SOURCES = ("notes", "notes_at_start", "planner", "remarks", "describer")
 FRAMES_KEPT = 64  # frames the tap remembers, by tic: a prefilled frame is at most a few steps old
 
 
@@ -94,6 +96,7 @@ class WordsJudge:
         self.tallies = {name: Tally() for name in SOURCES}
         self.doing: tuple[str, int, int] | None = None  # (button, start tic, tics) of the action executed last
         self.planner_note: str | None = None
+        self.paragraph_start = None  # the game's newest frame when the paragraph under way wrote its first token
 
     def _under_way(self, tic: int) -> str:
         if self.doing is None:
@@ -108,8 +111,13 @@ class WordsJudge:
         elif kind == Kind.ACTION_EXECUTED and event.tic is not None:
             name, count = event.payload["command"].split(" ")  # Command.text: "<BUTTON> <tics>"
             self.doing = (name, event.tic, int(count))
+        elif kind == Kind.TOKEN and event.stream == "thinker" and self.paragraph_start is None:
+            self.paragraph_start = frame
         elif kind == Kind.THINKER_PARAGRAPH and frame is not None and self.lines:
-            self.tallies["notes"].judge(thought_text(event.payload["text"]), frame, self._under_way(frame.tic))
+            text, start = thought_text(event.payload["text"]), self.paragraph_start or frame
+            self.paragraph_start = None
+            self.tallies["notes"].judge(text, frame, self._under_way(frame.tic))
+            self.tallies["notes_at_start"].judge(text, start, self._under_way(start.tic))
             self.planner_note = note_for(list(self.lines), encode_status(frame), self.planner_note)
             self.tallies["planner"].judge(self.planner_note, frame, self._under_way(frame.tic))
         elif kind == Kind.COMMENTARY_SENTENCE and frame is not None:
@@ -152,9 +160,10 @@ def plot_words(result: dict, path, title: str) -> None:
     names = list(result["sources"])
     fractions = [result["sources"][n]["true_fraction"] or 0.0 for n in names]
     fig, ax = subplots(figsize=(6, 3.4))
-    bars = ax.bar(names, fractions, color=["tab:blue", "tab:gray"] * (len(names) // 2))
+    bars = ax.bar(names, fractions, color=["tab:gray" if n in ("planner", "describer") else "tab:blue" for n in names])
     for bar, n in zip(bars, names):
         ax.annotate(f"{result['sources'][n]['claims']} claims", (bar.get_x() + bar.get_width() / 2, bar.get_height()),
                     ha="center", va="bottom", fontsize=8)
     ax.set(ylim=(0, 1.1), ylabel="claims true at the tic written", title=title)
+    ax.tick_params(axis="x", labelrotation=15)
     save_figure(fig, path, dpi=110)

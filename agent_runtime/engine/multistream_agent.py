@@ -121,7 +121,9 @@ class MultiStreamAgent:
         self.action = ActionStream(ctx, grammar, CommandScorer(grammar, self.tok), encode(self.tok, ACTION_PROMPT),
                                    self.frames, mode=engine.decision_mode, decisions_per_block=decisions_per_block,
                                    on_decision=hooks["on_decision"], cadence=engine.decision_cadence)
-        self.thinker = ThinkerStream(ctx, encode(self.tok, THOUGHT_PROMPT), sample=sample, end_tokens=end_tokens,
+        own = engine.thinker_temperature
+        self.thinker = ThinkerStream(ctx, encode(self.tok, THOUGHT_PROMPT), end_tokens=end_tokens,
+                                     sample=sample if own is None else sampler(own, seed),
                                      paragraph_tokens=budgets.thinker_tokens_per_paragraph,
                                      while_deciding=engine.think_while_deciding, on_paragraph=hooks["on_paragraph"])
         self.commentary = CommentaryStream(
