@@ -98,6 +98,11 @@ class WordsJudge:
         self.planner_note: str | None = None
         self.paragraph_start = None  # the game's newest frame when the paragraph under way wrote its first token
 
+    def new_episode(self) -> None:
+        """A new episode, played by a new agent (run_llm_episode): the last one's frames and notes are gone."""
+        self.lines.clear()
+        self.doing = self.planner_note = self.paragraph_start = None
+
     def _under_way(self, tic: int) -> str:
         if self.doing is None:
             return "NOOP"
@@ -137,6 +142,7 @@ def run_words_bench(env, runtime, *, episodes: int, seed: int, max_tics: int | N
     bus.sinks.append(judge)
     totals = dict.fromkeys(("tics", "notes", "decisions", "decisions_with_note"), 0)
     for i in range(episodes):
+        judge.new_episode()
         result = run_llm_episode(tap, runtime, seed=seed + i, max_tics=max_tics, fixed_cost=fixed_cost, bus=bus,
                                  agent_seed=seed + i, commentary=True)
         totals = {key: n + max(result[key], 0) for key, n in totals.items()}
