@@ -123,7 +123,7 @@ def test_a_low_thinker_temperature_writes_the_same_thoughts_whatever_the_seed():
     agent seeds think alike; at the shared temperature they do not."""
     def paragraphs(env, runtime, seed: int) -> list[str]:
         bus = EventBus()
-        run_llm_episode(env, runtime, max_tics=200, fixed_cost=FixedCost(), bus=bus, agent_seed=seed)
+        run_llm_episode(env, runtime, max_tics=120, fixed_cost=FixedCost(), bus=bus, agent_seed=seed)
         return [e.payload["text"] for e in bus.of_kind("thinker_paragraph")]
 
     with DoomEnv("defend_the_center", seed=0) as env:
