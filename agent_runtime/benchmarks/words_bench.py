@@ -15,6 +15,7 @@ from collections import Counter, deque
 from envs.observation_text import encode_seen, encode_status
 
 from agent_runtime.benchmarks.measure import save_figure, subplots
+from agent_runtime.control.action_grammar import parse_command_text
 from agent_runtime.engine.prompts import thought_text
 from agent_runtime.session.clocks import MS_PER_TIC
 from agent_runtime.session.events import EventBus, Kind
@@ -114,8 +115,8 @@ class WordsJudge:
         if kind == Kind.FRAME_PREFILLED and event.tic in self.tap.frames:
             self.lines.append(encode_seen(self.tap.frames[event.tic], signed=self.signed))
         elif kind == Kind.ACTION_EXECUTED and event.tic is not None:
-            name, count = event.payload["command"].split(" ")  # Command.text: "<BUTTON> <tics>"
-            self.doing = (name, event.tic, int(count))
+            name, tics = parse_command_text(event.payload["command"])
+            self.doing = (name, event.tic, tics)
         elif kind == Kind.TOKEN and event.stream == "thinker" and self.paragraph_start is None:
             self.paragraph_start = frame
         elif kind == Kind.THINKER_PARAGRAPH and frame is not None and self.lines:

@@ -56,6 +56,12 @@ class Command:
         return self.name if self.tics == 0 else f"{self.name} {self.tics}"
 
 
+def parse_command_text(text: str) -> tuple[str, int]:
+    """(button name or NOOP, tics) of a Command.text, as events carry it ("TURN_LEFT 4"; a bare name: 0 tics)."""
+    name, _, tics = text.partition(" ")
+    return name, int(tics or 0)
+
+
 @dataclass
 class _Node:
     children: dict[int, "_Node"] = field(default_factory=dict)

@@ -30,8 +30,8 @@ DOING = {  # button name -> the words for it under way
 }
 NOTHING = "nothing in view"
 
-_COUNTED = re.compile(r"(?P<count>\d+) (?P<name>[a-z][a-z ]*?) (?P<side>left|ahead|right)")
-_LOST = re.compile(r"lost (?P<name>[a-z][a-z ]*?) (?P<side>behind left|behind right)")
+_COUNTED = re.compile(rf"(?P<count>\d+) (?P<name>[a-z][a-z ]*?) (?P<side>{'|'.join(SEEN_SIDES)})")
+_LOST = re.compile(rf"lost (?P<name>[a-z][a-z ]*?) (?P<side>{'|'.join(LOST_SIDES)})")
 _AMMO = re.compile(r"(?P<value>\d+) rounds")
 _HEALTH = re.compile(r"hp (?P<value>\d+)")
 

@@ -11,7 +11,7 @@ seconds; 0.0 lets the model meet its own mistakes). Every decision is labelled.
 
 import random
 
-from agent_runtime.control.action_grammar import NOOP, Command
+from agent_runtime.control.action_grammar import NOOP, Command, parse_command_text
 from agent_runtime.engine.prompts import thought_text
 from agent_runtime.session.events import Kind
 from agent_runtime.policies.expert_policy import FIRE_HOLD_TICS, STRAFE_SIGN, LagAwareExpertPolicy, is_target
@@ -134,5 +134,4 @@ class ExpertLabeler:
         if event.kind == Kind.THINKER_PARAGRAPH:
             self.note = thought_text(event.payload["text"])
         if event.kind == Kind.ACTION_EXECUTED and event.tic is not None:
-            name, count = event.payload["command"].split(" ")  # Command.text: "<BUTTON> <tics>"
-            self.expert.observe_executed(name, int(count), start_tic=event.tic)
+            self.expert.observe_executed(*parse_command_text(event.payload["command"]), start_tic=event.tic)
