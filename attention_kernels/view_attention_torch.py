@@ -436,7 +436,7 @@ def _attend_gather(q, k_cache, v_cache, prepared: PreparedViewAttention, scale: 
     nv, r, s = prepared.num_views, prepared.rows_max, prepared.keys_max
     dt = q.dtype
     # Queries: rotate by q_offset, scatter into [V, Hkv, G*R, D].
-    qr = _rotate_into(q.view(t, hkv, g, d), prepared.q_cos.to(dt), prepared.q_sin.to(dt))
+    qr = _rotate_into(q.reshape(t, hkv, g, d), prepared.q_cos.to(dt), prepared.q_sin.to(dt))  # q may be strided
     qgrid = qr.new_zeros(nv * r, hkv, g, d).index_copy_(0, prepared.row_slot, qr)
     qgrid = qgrid.view(nv, r, hkv, g, d).permute(0, 2, 3, 1, 4).reshape(nv, hkv, g * r, d)
     # Keys/values: one gather each, straight into SDPA layout; keys rotated by chunk offset.

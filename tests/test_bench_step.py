@@ -54,7 +54,7 @@ def test_bench_step_floor_follows_from_shapes_and_machine_and_the_parts_add_up(t
     assert sorted(result["kernels"]) == rows  # the linears on other kernels at a decode's and a decision's rows
     for timings in result["kernels"].values():
         assert set(timings) == {"this_path", "float32", "int8_dynamic"} and min(timings.values()) > 0
-    assert set(result["forwards"]) == {"lean", "transformers"} and min(result["forwards"].values()) > 0
+    assert set(result["forwards"]) == {"lean", "lean_separate_linears", "transformers"} and min(result["forwards"].values()) > 0
     printed = run_cli("bench", "step", "--model", "tiny:llama", "--max-tics", "60", "--out", tmp_path / "again",
                       "--threads", "1")
     assert printed.returncode == 0, printed.stderr
@@ -62,8 +62,8 @@ def test_bench_step_floor_follows_from_shapes_and_machine_and_the_parts_add_up(t
                      printed.stdout)
     assert re.search(r"the linears alone at 1 row\(s\), other kernels side by side: this path [\d.]+ ms, float32 "
                      r"[\d.]+ ms \([\d.]+x\), int8 weights [\d.]+ ms", printed.stdout)
-    assert re.search(r"a decision's forward, side by side: lean [\d.]+ ms, transformers' own forward [\d.]+ ms "
-                     r"\([\d.]+x; the same arithmetic\)", printed.stdout)
+    assert re.search(r"a decision's forward, side by side: lean [\d.]+ ms, lean with each linear alone [\d.]+ ms "
+                     r"\([\d.]+x\), transformers' own forward [\d.]+ ms \([\d.]+x; the same arithmetic\)", printed.stdout)
     assert (tmp_path / "step.png").read_bytes()[:4] == b"\x89PNG"
     assert (MultiStreamAgent.step, model_runner.ModelRunner.forward, model_runner.view_attention,
             CommandScorer.scores) == ORIGINALS

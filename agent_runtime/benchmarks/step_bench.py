@@ -30,6 +30,7 @@ from agent_runtime.engine.multistream_agent import MultiStreamAgent
 from agent_runtime.engine.view import View
 from agent_runtime.errors import UserError
 from agent_runtime.model.cpu_path import detect_features
+from agent_runtime.model.decoder_forward import DecoderForward
 from agent_runtime.model.linear_kernels import step_kernels
 from agent_runtime.session.clocks import FixedCost, measured
 from agent_runtime.session.llm_episode import run_llm_episode
@@ -184,9 +185,10 @@ def kernel_alternatives(timer: LinearTimer, rows: tuple[int, ...], repeats: int 
 
 
 def forward_alternatives(runner, sample: StepSample, repeats: int = REPEATS) -> dict:
-    """A decision step's forward, lean (DecoderForward, the runtime's) and through transformers' own forward,
-    interleaved round by round: the step's streams (their new tokens and kept logits), each viewing a scratch
-    context block as long as its view; the arithmetic is the same, so only the time differs."""
+    """A decision step's forward three ways, interleaved round by round: lean (DecoderForward with stacked
+    q/k/v and gate/up linears, the runtime's), lean with every linear called alone, and transformers' own
+    forward; the step's streams (their new tokens and kept logits), each viewing a scratch context block as long
+    as its view. The arithmetic is the same, so only the time differs."""
     store, rng = runner.store, torch.Generator().manual_seed(0)
     context = store.create("bench-context")
     scratch = View(store, own=context)
@@ -208,12 +210,15 @@ def forward_alternatives(runner, sample: StepSample, repeats: int = REPEATS) -> 
                 view.close()
 
     try:
+        separate = DecoderForward(runner.model)
         timings = interleaved({"lean": functools.partial(forward, runner.lean),
+                               "lean_separate_linears": functools.partial(forward, separate),
                                "transformers": functools.partial(forward, None)}, repeats)
     finally:
         store.release(context)
     out = {impl: t.median * 1e3 for impl, t in timings.items()}
-    progress(f"decision forward: lean {out['lean']:.1f} ms, transformers {out['transformers']:.1f} ms")
+    progress(f"decision forward: lean {out['lean']:.1f} ms, separate linears {out['lean_separate_linears']:.1f} ms, "
+             f"transformers {out['transformers']:.1f} ms")
     return out
 
 

@@ -185,8 +185,9 @@ def _print_step(paths: list[dict], plot: str) -> None:
                   f" ms ({ms['int8_dynamic'] / base:.2f}x; different arithmetic, so different decisions)")
         if "forwards" in result:
             ms = result["forwards"]
-            print(f"  a decision's forward, side by side: lean {ms['lean']:.1f} ms, transformers' own forward "
-                  f"{ms['transformers']:.1f} ms ({ms['lean'] / ms['transformers']:.2f}x; the same arithmetic)")
+            print(f"  a decision's forward, side by side: lean {ms['lean']:.1f} ms, lean with each linear alone "
+                  f"{ms['lean_separate_linears']:.1f} ms ({ms['lean'] / ms['lean_separate_linears']:.2f}x), transformers' "
+                  f"own forward {ms['transformers']:.1f} ms ({ms['lean'] / ms['transformers']:.2f}x; the same arithmetic)")
     print(f"plot: {plot}")
 
 

@@ -103,7 +103,7 @@ class ModelRunner:
         if forward_impl not in ("lean", "transformers"):
             raise ValueError(f"forward_impl must be 'lean' or 'transformers', not {forward_impl!r}")
         lean = forward_impl == "lean" and config.model_type in LEAN_MODEL_TYPES
-        self.lean = DecoderForward(self.model) if lean else None
+        self.lean = DecoderForward(self.model, fuse=self.device.type == "cpu") if lean else None
         self.forwards = self.packed_linears = 0
         self.image_token_id = loaded.vision.image_token_id if loaded.vision is not None else None
         self.kernels = self.cpu = None
@@ -111,7 +111,12 @@ class ModelRunner:
             cpu = self.cpu = cpu or loaded.cpu or cpu_path(threads=torch.get_num_threads())
             self.kernels = cpu.table(self.model_dtype)
             if packed_linears:
-                self.packed_linears = adopt_linears(self.model, self.kernels, cpu.features)
+                # the linears the lean forward stacks are packed only if the transformers forward ever runs them
+                fused = self.lean.fused if self.lean is not None else []
+                lazy = self.lean.fused_away if self.lean is not None else []
+                self.packed_linears = adopt_linears(self.model, self.kernels, cpu.features, lazy=lazy)
+                if fused:
+                    adopt_linears(torch.nn.ModuleList(fused), self.kernels, cpu.features)
 
     @torch.inference_mode()
     def forward(self, inputs: list[StreamInput]) -> StepResult:

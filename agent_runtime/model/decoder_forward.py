@@ -8,6 +8,8 @@ bit-identical and reruns keep their decisions; tests/test_model_runner_oracle.py
 
 import torch
 
+from agent_runtime.model.fused_linears import fused_linear
+
 LEAN_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3")  # the families whose layers this reproduces exactly
 
 
@@ -16,12 +18,18 @@ def _rotate_half(x: torch.Tensor) -> torch.Tensor:
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
+def _rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """transformers' apply_rotary_pos_emb, op for op."""
+    return x * cos + _rotate_half(x) * sin
+
+
 class DecoderForward:
     """Runs `model` (a transformers causal LM of LEAN_MODEL_TYPES) layer by layer; `attend(layer_index, q, k, v,
     scaling)` gets [T, heads, head_dim] tensors (queries and keys rotated by their positions) and returns the
-    attention output in the same shape."""
+    attention output in the same shape. With `fuse`, q/k/v and gate/up run as one stacked linear each
+    (model/fused_linears.py: the same products)."""
 
-    def __init__(self, model: torch.nn.Module):
+    def __init__(self, model: torch.nn.Module, *, fuse: bool = False):
         if model.config.model_type not in LEAN_MODEL_TYPES:
             raise ValueError(f"no lean forward for model type {model.config.model_type!r}")
         self.body, self.lm_head = model.model, model.lm_head
@@ -29,6 +37,27 @@ class DecoderForward:
         rotary = self.body.rotary_emb
         self.inv_freq, self.rope_scaling = rotary.inv_freq, rotary.attention_scaling
         self.head_norms = hasattr(self.layers[0].self_attn, "q_norm")  # qwen3: RMSNorm over each head before RoPE
+        self.qkv, self.gate_up = [None] * len(self.layers), [None] * len(self.layers)
+        if fuse:
+            for i, layer in enumerate(self.layers):
+                attn, mlp = layer.self_attn, layer.mlp
+                self.qkv[i] = fused_linear(model, f"{i}.qkv", (attn.q_proj, attn.k_proj, attn.v_proj))
+                self.gate_up[i] = fused_linear(model, f"{i}.gate_up", (mlp.gate_proj, mlp.up_proj))
+
+    @property
+    def fused(self) -> list[torch.nn.Linear]:
+        """The stacked linears this forward calls instead of the model's own (for the runner's kernels)."""
+        return [m for m in self.qkv + self.gate_up if m is not None]
+
+    @property
+    def fused_away(self) -> list[torch.nn.Linear]:
+        """The model's linears this forward never calls (the transformers forward still does)."""
+        out = []
+        for layer, qkv, gate_up in zip(self.layers, self.qkv, self.gate_up):
+            attn, mlp = layer.self_attn, layer.mlp
+            out += [attn.q_proj, attn.k_proj, attn.v_proj] if qkv is not None else []
+            out += [mlp.gate_proj, mlp.up_proj] if gate_up is not None else []
+        return out
 
     def __call__(self, attend, position_ids: torch.Tensor, keep: torch.Tensor, *, input_ids: torch.Tensor | None = None,
                  inputs_embeds: torch.Tensor | None = None) -> torch.Tensor:
@@ -42,14 +71,32 @@ class DecoderForward:
         for index, layer in enumerate(self.layers):
             attn, mlp = layer.self_attn, layer.mlp
             x = layer.input_layernorm(h)
-            q = attn.q_proj(x).view(rows, -1, attn.head_dim)
-            k = attn.k_proj(x).view(rows, -1, attn.head_dim)
-            v = attn.v_proj(x).view(rows, -1, attn.head_dim)
-            if self.head_norms:
-                q, k = attn.q_norm(q), attn.k_norm(k)
-            q = q * cos + _rotate_half(q) * sin
-            k = k * cos + _rotate_half(k) * sin
+            q, k, v = self._qkv(index, attn, x, rows, cos, sin)
             h = h + attn.o_proj(attend(index, q, k, v, attn.scaling).reshape(rows, -1))
             x = layer.post_attention_layernorm(h)
-            h = h + mlp.down_proj(mlp.act_fn(mlp.gate_proj(x)) * mlp.up_proj(x))
+            gate_up = self.gate_up[index]
+            if gate_up is None:
+                gate, up = mlp.gate_proj(x), mlp.up_proj(x)
+            else:
+                gate, up = gate_up(x).split(mlp.gate_proj.out_features, dim=-1)
+            h = h + mlp.down_proj(mlp.act_fn(gate) * up)
         return self.lm_head(self.body.norm(h[keep]))
+
+    def _qkv(self, index: int, attn, x: torch.Tensor, rows: int, cos: torch.Tensor, sin: torch.Tensor):
+        """[T, heads, head_dim] queries and keys rotated by their positions, and values, of one layer. Stacked,
+        the queries and keys sit side by side and are rotated in one pass (elementwise: the same values)."""
+        qkv, d = self.qkv[index], attn.head_dim
+        if qkv is not None and not self.head_norms:
+            q_width, k_width = attn.q_proj.out_features, attn.k_proj.out_features
+            out = qkv(x)
+            qk = _rope(out[:, : q_width + k_width].view(rows, -1, d), cos, sin)
+            return qk[:, : q_width // d], qk[:, q_width // d:], out[:, q_width + k_width:].view(rows, -1, d)
+        if qkv is None:
+            q, k, v = attn.q_proj(x), attn.k_proj(x), attn.v_proj(x)
+        else:
+            q, k, v = qkv(x).split((attn.q_proj.out_features, attn.k_proj.out_features,
+                                    attn.v_proj.out_features), dim=-1)
+        q, k, v = q.view(rows, -1, d), k.view(rows, -1, d), v.view(rows, -1, d)
+        if self.head_norms:
+            q, k = attn.q_norm(q), attn.k_norm(k)
+        return _rope(q, cos, sin), _rope(k, cos, sin), v
