@@ -110,15 +110,22 @@ dagger: install
 
 # The shipped adapter (agent_runtime/trained/smollm2-doom): two DAgger rounds on defend_the_center. Round 1: 40
 # episodes with the view expert acting on 75% of decisions (the untrained model on the rest: states off the expert's
-# path), 300 steps; round 2: 30 episodes that adapter plays, 400 steps on both rounds' data. Then copied into the
-# package (its README.md is kept). Seeds 1000+ and 2000+: disjoint from bench play's 0-9. ~50 min on 2 cores.
+# path), 300 steps; round 2: 30 episodes that adapter plays, 400 steps on both rounds' data. Its read-act twin
+# (smollm2-doom-read-act, what the no_think baseline plays with): the same 400 steps on the same data, each decision
+# as the no_think agent reads it (train --views read-act). Then copied into the package (their README.md files are
+# kept). Seeds 1000+ and 2000+: disjoint from bench play's 0-9. ~50 min on 2 cores, and ~17 for the twin.
 adapter: install
 	$(MAKE) dagger DAGGER_ROUNDS=2 DAGGER_EPISODES=40 DAGGER_LATER_EPISODES=30 DAGGER_FIRST_MIX=0.75 \
-	  DAGGER_STEPS=300 DAGGER_LATER_STEPS=400 DAGGER_SCENARIO=defend_the_center
-	cp agent_runtime/trained/smollm2-doom/README.md $(DAGGER_DIR)/adapter-round2/README.md
-	rm -rf agent_runtime/trained/smollm2-doom
+	  DAGGER_STEPS=300 DAGGER_LATER_STEPS=400 DAGGER_SCENARIO=defend_the_center \
+	  DAGGER_ARGS="--planner-writes 0" DAGGER_TRAIN_ARGS="--no-notes"
+	$(VENV)/bin/agent-runtime train --data $(DAGGER_DIR)/data-round1 $(DAGGER_DIR)/data-round2 \
+	  --out $(DAGGER_DIR)/adapter-round2-read-act --steps 400 --views read-act
 	mkdir -p agent_runtime/trained
-	cp -r $(DAGGER_DIR)/adapter-round2 agent_runtime/trained/smollm2-doom
+	for name in smollm2-doom smollm2-doom-read-act; do \
+	  from=$(DAGGER_DIR)/adapter-round2$${name#smollm2-doom}; \
+	  if [ -f agent_runtime/trained/$$name/README.md ]; then cp agent_runtime/trained/$$name/README.md $$from/README.md; fi; \
+	  rm -rf agent_runtime/trained/$$name && cp -r $$from agent_runtime/trained/$$name; \
+	done
 
 # The adapters of the scenarios whose buttons differ (agent_runtime/trained/smollm2-doom-<scenario>, used by default
 # there): one round, the view expert acting on 75%, rank 8 (half the size: these data sets are smaller).

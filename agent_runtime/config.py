@@ -107,6 +107,11 @@ class ModelConfig(_Strict):
     adapter: str | None = Field("default", description=(
         'A LoRA adapter directory from `agent-runtime train`, merged at load; "default": the one shipped for the '
         'scenario (embedded model only); "none" or null: the untrained model.'))
+    no_think_adapter: str | None = Field("default", description=(
+        'The adapter the read-act baseline (`no_think`) plays with. "default": the twin of the shipped adapter '
+        '(trained the same way on the same episodes, on views without thoughts: `train --views read-act`) where '
+        'one is shipped, else the multi-stream agent\'s own adapter; "none" or null: the untrained model; else a '
+        'path.'))
     dtype: Literal["auto", "float32", "bfloat16"] = Field("auto", description=(
         "auto: what the CPU path measured fastest here (docs/cpu_paths.md); float32 or bfloat16 to force one."))
     threads: int | None = Field(None, ge=1, description="torch threads; null: the cores actually free.")
@@ -146,7 +151,7 @@ def _describe(err: ValidationError, source: str) -> str:
 
 # a flag (its dest) -> the config key it overrides; a flag left unset takes the config's value (from_args)
 FLAG_KEYS = {"scenario": "scenario", "seed": "seed", "clock": "clock", "model": "model.path",
-             "adapter": "model.adapter", "dtype": "model.dtype", "threads": "model.threads", "barge_in": "voice.barge_in",
+             "adapter": "model.adapter", "no_think_adapter": "model.no_think_adapter", "dtype": "model.dtype", "threads": "model.threads", "barge_in": "voice.barge_in",
              "command_pause_ms": "voice.command_pause_ms", "frame_source": "engine.frame_source"}
 
 

@@ -106,7 +106,7 @@ def test_the_action_view_reads_as_many_of_its_past_decisions_as_configured(log):
         runtime = make_runtime(env, max_action_age_ms=1000.0, engine={"action_log_in_view": log})
         views: list[list[int]] = []
         result = run_llm_episode(env, runtime, max_tics=300, fixed_cost=FixedCost(),
-                                 on_decision=lambda tokens, frame, command, spans: views.append(tokens))
+                                 on_decision=lambda tokens, frame, command, spans, blocks: views.append(tokens))
     prompt = runtime.tokenizer.encode(ACTION_PROMPT, add_special_tokens=False)
     seen = [_count(tokens, prompt) for tokens in views]  # its own prompt, plus one per past decision in view
     assert len(views) == result["decisions"] > 20
@@ -129,7 +129,7 @@ def test_the_previous_command_sits_whole_after_its_own_prompt_even_when_the_next
         scorer = CommandScorer(runtime.grammar, runtime.tokenizer)
         seen: list[tuple[list[int], object]] = []
         run_llm_episode(env, runtime, max_tics=200, fixed_cost=FixedCost(),
-                        on_decision=lambda tokens, frame, command, spans: seen.append((tokens, command)))
+                        on_decision=lambda tokens, frame, command, spans, blocks: seen.append((tokens, command)))
     prompt = runtime.tokenizer.encode(ACTION_PROMPT, add_special_tokens=False)
     assert len(seen) > 20
     for (_, previous), (tokens, _) in zip(seen, seen[1:]):

@@ -194,8 +194,31 @@ def test_train_cli_writes_an_adapter_manifest_and_plot_from_collected_data(tmp_p
     assert manifest["base_model_id"] == "tiny:llama" and len(manifest["data_hash"]) == 16
     assert manifest["settings"]["steps"] == 12 and len(manifest["history"]["losses"]) == 12
     assert 0.0 <= manifest["held_out"]["accuracy"] <= 1.0 and manifest["held_out"]["per_command"]
-    assert manifest["train_decisions"] > manifest["held_out_decisions"] > 0
+    assert manifest["train_decisions"] > manifest["held_out_decisions"] > 0 and manifest["views"] == "agent"
     assert not list(tmp_path.glob("adapter.tmp*"))
+
+    # its read-act twin: the same episodes and split, each decision as the no_think agent reads it
+    twin = tmp_path / "twin"
+    proc = _cli("train", "--data", str(data), "--out", str(twin), "--steps", "3", "--threads", "1", "--held-out", "0.34",
+                "--views", "read-act")
+    assert proc.returncode == 0, proc.stderr
+    twin_manifest = json.loads((twin / "manifest.json").read_text())
+    assert twin_manifest["views"] == "read-act" and twin_manifest["data_hash"] == manifest["data_hash"]
+    assert manifest["notes"]["train"] > 0 and twin_manifest["notes"]["train"] == 0  # no Thinker to write them
+    proc = _cli("train", "--data", str(data), "--out", str(tmp_path / "commands"), "--steps", "1", "--threads", "1",
+                "--held-out", "0.34", "--no-notes")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((tmp_path / "commands" / "manifest.json").read_text())["notes"]["train"] == 0
+    assert [twin_manifest[k] for k in ("train_decisions", "held_out_decisions")] == [
+        manifest[k] for k in ("train_decisions", "held_out_decisions")]
+    # bench play names the adapter each model agent played with: no_think its own
+    proc = _cli("bench", "play", "--model", "tiny:llama", "--adapter", str(adapter), "--no-think-adapter", str(twin),
+                "--agents", "llm,no_think", "--episodes", "1", "--max-tics", "40", "--fixed-cost", "--threads", "1",
+                "--out", str(tmp_path / "play"), "--json")
+    assert proc.returncode == 0, proc.stderr
+    named = json.loads(proc.stdout)["adapters"]
+    assert named["llm"]["path"] == str(adapter) and named["no_think"]["path"] == str(twin)
+    assert named["llm"]["hash"] != named["no_think"]["hash"] and len(named["no_think"]["hash"]) == 16
 
     # the adapter merges into the weights at load; other weights or a damaged file are refused in one line
     base = load_model("tiny:llama", dtype="float32", tokenizer=False)

@@ -19,6 +19,7 @@ from agent_runtime.benchmarks.words_bench import note_rates
 from agent_runtime.config import from_args
 from agent_runtime.fanout.episode_worker import decide_once
 from agent_runtime.fanout.outcome import plain_args
+from agent_runtime.model.adapters import read_adapter, resolve_adapter, resolve_no_think_adapter
 from agent_runtime.model.model_loader import load_model
 from agent_runtime.percentiles import percentile
 from agent_runtime.session.clocks import MS_PER_TIC
@@ -95,15 +96,26 @@ class PlayBenchJob:
     def configure(self, loaded) -> None:
         self.fixed_cost, self.loaded, self.config = fixed_cost(self.args), loaded, from_args(self.args)
 
+    def adapters(self) -> dict[str, str | None]:
+        """{model agent: the adapter directory it plays with (None: the untrained model)}: no_think its own
+        (model.no_think_adapter), the others the multi-stream agent's."""
+        m = self.config.model
+        own = resolve_adapter(m.adapter, m.path, self.config.scenario)
+        return {"llm": own, "llm_untrained": None, "sequential": own,
+                "no_think": resolve_no_think_adapter(m.no_think_adapter, m.adapter, m.path, self.config.scenario)}
+
     def _runtime(self, kind: str, source: str) -> Runtime:
         """The runtime of the model agents on `source`: "trained" on the loaded model, "untrained" on the same
-        weights without the adapter (the trained one when none is merged)."""
+        weights without the adapter (the trained one when none is merged), "no_think" with the no_think baseline's
+        adapter (the loaded model when it is the same one)."""
         if (kind, source) not in self.runtimes:
             config = self.config.model_copy(update={"engine": self.config.engine.model_copy(
                 update={"frame_source": source})})
-            loaded = self.loaded
+            loaded, adapters = self.loaded, self.adapters()
             if kind == "untrained" and loaded.adapter is not None:
                 loaded = load_model(self.args.model, dtype=loaded.cpu.dtype)
+            if kind == "no_think" and adapters["no_think"] != adapters["llm"]:
+                loaded = load_model(self.args.model, dtype=loaded.cpu.dtype, adapter=adapters["no_think"] or "none")
             self.runtimes[(kind, source)] = Runtime.open(config, loaded=loaded, env=self.env, device=self.args.device)
         return self.runtimes[(kind, source)]
 
@@ -119,7 +131,8 @@ class PlayBenchJob:
                                    agent_seed=seed)
         if agent in MODEL_AGENTS:
             think = self.args.think_tokens if agent == "sequential" else 0
-            return run_sequential_episode(env, self._runtime("trained", source), think_tokens=think, seed=seed,
+            kind = "no_think" if agent == "no_think" else "trained"
+            return run_sequential_episode(env, self._runtime(kind, source), think_tokens=think, seed=seed,
                                           max_tics=max_tics, fixed_cost=fixed_cost, agent_seed=seed)
         with DoomEnv(self.args.scenario, seed=seed) as fresh:
             policy = make_policy(agent, fresh.buttons, seed=seed, screen_width=fresh.resolution[1])
@@ -137,6 +150,10 @@ class PlayBenchJob:
         a = self.args
         agents = {name: _agent_summary(runs) for name, runs in per_agent.items()}
         result = {"agents": agents, "episodes": a.episodes, "seeds": [a.seed + i for i in range(a.episodes)]}
+        if self.config is None:  # on Ray the driver plays nothing itself
+            self.config = from_args(self.args)
+        played = {parse_variant(name, self.config.engine.frame_source)[0] for name in agents}
+        result["adapters"] = {agent: _adapter_named(path) for agent, path in self.adapters().items() if agent in played}
         curves = lag_curves(agents, self.config.engine.frame_source if self.config else "labels")
         return {**result, "lag_curve": curves} if curves else result
 
@@ -144,6 +161,11 @@ class PlayBenchJob:
         a = self.args
         return (f"{a.scenario}, {a.episodes} episodes, {machine.get('model')}"
                 + (f" + adapter {adapter[:8]}" if adapter else ", no adapter") + (f", {workers}" if workers else ""))
+
+
+def _adapter_named(path: str | None) -> dict | None:
+    """An adapter as the JSON names it: its directory and the hash of its weights (None: the untrained model)."""
+    return None if path is None else {"path": path, "hash": read_adapter(path).hash}
 
 
 def lag_curves(agents: dict[str, dict], source: str) -> dict[str, list[dict]]:

@@ -15,6 +15,9 @@ OPTIONS = {
                          "the config's, else the embedded SmolLM2-135M-Instruct)"),
     "--adapter": dict(help="LoRA adapter from `agent-runtime train`, merged at load (default: the config's "
                            "model.adapter, the shipped one; `none`: the untrained model)"),
+    "--no-think-adapter": dict(metavar="ADAPTER", help="the adapter the no_think baseline plays with (default: the "
+                               "config's model.no_think_adapter: the shipped adapter's read-act twin where one is "
+                               "shipped, else the multi-stream agent's; `none`: the untrained model)"),
     "--no-record": dict(action="store_true", help="write no recording"),
     "--scenario": dict(help="scenario name or .cfg (default: the config's)"),
     "--seed": dict(type=int, help="episode i plays seed SEED + i (default: the config's)"),

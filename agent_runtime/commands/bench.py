@@ -86,7 +86,7 @@ def _bench(sub, name: str, runner, help_text: str, files: str | None, *options: 
 def _episodes_bench(sub, name: str, runner, help_text: str, files: str):
     """reaction and play: every agent plays the same seeded episodes, here or on Ray workers."""
     p = _bench(sub, name, runner, help_text, files, *WITH_SCENARIO, "--max-tics", "--fixed-cost", "--frame-source",
-               *MODEL_OPTIONS)
+               *MODEL_OPTIONS, "--no-think-adapter")
     p.add_argument("--episodes", type=int, default=5, help="episodes per agent (default 5)")
     p.add_argument("--think-tokens", type=int, default=64,
                    help="sequential agent's thought tokens per cycle (default 64)")

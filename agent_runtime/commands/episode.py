@@ -26,7 +26,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", help="directory for the episodes' recordings and results.jsonl "
                                  "(default: recordings go to the config's recordings_dir, results only to stdout)")
     p.add_argument("--lag-tics", type=int, default=0, help="the policy sees frames this many tics old (default 0)")
-    add_options(p, "--json", "--no-record", *MODEL_OPTIONS)
+    add_options(p, "--json", "--no-record", *MODEL_OPTIONS, "--no-think-adapter")
     p.add_argument("--think-tokens", type=int, default=64,
                    help="sequential policy: thought tokens per cycle (default 64)")
     p.add_argument("--on-engine-death", choices=("exit", "continue"), default="exit",

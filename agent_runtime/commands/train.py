@@ -20,6 +20,7 @@ from agent_runtime.atomic_write import atomic_path
 from agent_runtime.commands import OPTIONS, add_options, at_least, own_dir, require_cuda
 from agent_runtime.errors import UserError
 from agent_runtime.notices import progress_bar, stderr_line
+from agent_runtime.training.read_act_view import VIEWS, read_act_view
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -33,6 +34,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--layers-from", type=int, help="first layer with adapters (default: the upper half)")
     p.add_argument("--held-out", type=float, default=0.1, help="fraction of episodes held out (default 0.1)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--views", choices=VIEWS, default="agent",
+                   help="agent: the decisions as the multi-stream action view read them (thought and remark in view); "
+                        "read-act: as the no_think agent reads them (system, status, frame line, prompt): its adapter, "
+                        "trained the same way on the same episodes (default agent)")
+    p.add_argument("--no-notes", action="store_true",
+                   help="train the commands only, even where the data holds Thinker notes (default: both)")
     add_options(p, "--threads", "--device", "--json")
     p.add_argument("--dtype", **{**OPTIONS["--dtype"], "help": "float32 (or auto): LoRA trains in float32"})
 
@@ -62,6 +69,7 @@ def _data_sets(dirs: list[str]) -> tuple[list[dict], list[list[dict]], list[list
 
 def run(args: argparse.Namespace) -> int:
     from agent_runtime.control.action_grammar import ActionGrammar
+    from agent_runtime.engine.prompts import ACTION_PROMPT, encode
     from agent_runtime.model.model_loader import EMBEDDED_MODEL_ID, load_for_cpu
     from agent_runtime.training.command_scores import Candidates
     from agent_runtime.training.lora_trainer import Example, TrainSettings, evaluate, split, train, with_adapters
@@ -81,14 +89,13 @@ def run(args: argparse.Namespace) -> int:
                             default_tics=engine["action_hold_tics"] or 4, hold_counts=engine["hold_counts"],
                             count_text=engine["hold_count_text"])
     candidates = Candidates.from_grammar(grammar, loaded.tokenizer)
-    examples = [Example(row["tokens"], candidates.index(row["label"], row["label_tics"]), (d, row["episode"]),
-                        row.get("isolated"))
-                for d, rows in zip(args.data, decisions) for row in rows]
+    examples = _examples(args, decisions, candidates, len(encode(loaded.tokenizer, ACTION_PROMPT)))
     settings = TrainSettings(steps=args.steps, batch=args.batch, lr=args.lr, rank=args.rank,
                              layers_from=args.layers_from, held_out=args.held_out, seed=args.seed)
     train_set, test_set = split(examples, settings.held_out, settings.seed)
     notes = [NoteTarget(row["tokens"], row["prompt"], row["target"], (d, row["episode"]), row.get("isolated"))
-             for d, rows in zip(args.data, note_rows) for row in rows]
+             for d, rows in zip(args.data, note_rows) for row in rows
+             if args.views == "agent" and not args.no_notes]  # the read-act agent has no Thinker
     notes_split = _split_like(notes, test_set, settings)
     model = with_adapters(loaded.model.to(args.device), settings)
     pad = loaded.tokenizer.pad_token_id or 0
@@ -109,6 +116,7 @@ def run(args: argparse.Namespace) -> int:
         "candidates": list(candidates.texts), "settings": settings.__dict__, "train_decisions": len(train_set),
         "held_out_decisions": len(test_set), "held_out_untrained": before, "held_out": after, "engine": engine,
         "block_masks": all(e.isolated is not None for e in examples),  # scored as the engine attends
+        "views": args.views,
         "notes": {"train": len(notes_split[0]), "held_out": len(notes_split[1]),
                   "held_out_result": history.final_notes},
         "train_seconds": round(time.monotonic() - t0, 1), "device": args.device, "history": curves,
@@ -117,6 +125,21 @@ def run(args: argparse.Namespace) -> int:
     _write_adapter(model, out, manifest)
     _report(args, out, before, after, history.final_notes)
     return 0
+
+
+def _examples(args, decisions: list[list[dict]], candidates, prompt_length: int) -> list:
+    """One Example per decision, its view as --views asks."""
+    from agent_runtime.training.lora_trainer import Example
+
+    examples = []
+    for d, rows in zip(args.data, decisions):
+        for row in rows:
+            tokens, isolated = row["tokens"], row.get("isolated")
+            if args.views == "read-act":
+                tokens, isolated = read_act_view(tokens, isolated, row.get("blocks"), prompt_length)
+            examples.append(Example(tokens, candidates.index(row["label"], row["label_tics"]), (d, row["episode"]),
+                                    isolated))
+    return examples
 
 
 def _check_options(args) -> None:

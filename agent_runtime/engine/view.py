@@ -62,6 +62,11 @@ class View:
             start += b.length
         return spans
 
+    def block_layout(self) -> list[list]:
+        """[label, length] of each block in token_ids() order: which tokens came from which block (training derives
+        other agents' views of the same decision from it)."""
+        return [[b.label, b.length] for b in self.ordered()]
+
     def close(self) -> None:
         for b in self.ordered():
             self.store.release(b)

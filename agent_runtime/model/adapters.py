@@ -20,6 +20,7 @@ SHIPPED_ADAPTER = TRAINED / "smollm2-doom"  # defend_the_center, and any scenari
 # scenarios whose buttons differ get their own (the command scorer compares that scenario's commands only)
 SHIPPED_BY_SCENARIO = {"basic": TRAINED / "smollm2-doom-basic", "health_gathering": TRAINED / "smollm2-doom-health_gathering"}
 DEFAULT = "default"
+READ_ACT_TWIN = "-read-act"  # the shipped twin of an adapter, trained on its episodes without thoughts in view
 # the engine settings that decide what an action view's tokens say and which commands it scores (what an adapter
 # learned to read and choose among)
 VIEW_SETTINGS = ("hold_counts", "hold_count_text", "action_hold_tics", "decision_cadence", "action_log_in_view",
@@ -41,6 +42,21 @@ def resolve_adapter(requested: str | None, model_spec: str | None, scenario: str
     if requested == DEFAULT:
         return str(shipped_adapter(scenario)) if model_spec is None else None
     return requested
+
+
+def resolve_no_think_adapter(requested: str | None, adapter: str | None, model_spec: str | None,
+                             scenario: str | None = None) -> str | None:
+    """The adapter directory the no_think baseline merges, or None. "default": the read-act twin of the shipped
+    adapter when the multi-stream agent plays the shipped one and its twin is shipped, else that agent's own
+    adapter (`adapter`, as resolve_adapter reads it); otherwise as resolve_adapter reads `requested`."""
+    if requested != DEFAULT:
+        return resolve_adapter(requested, model_spec, scenario)
+    own = resolve_adapter(adapter, model_spec, scenario)
+    if own is not None and adapter == DEFAULT:
+        twin = Path(own).with_name(Path(own).name + READ_ACT_TWIN)
+        if (twin / "manifest.json").is_file():
+            return str(twin)
+    return own
 
 
 @dataclass(frozen=True)

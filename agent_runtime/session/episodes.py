@@ -13,6 +13,7 @@ from envs.engine_guard import EngineDied, EngineHung
 from agent_runtime import signals
 from agent_runtime.control.action_grammar import check_expressible
 from agent_runtime.errors import UserError, first_line
+from agent_runtime.model.adapters import resolve_no_think_adapter
 from agent_runtime.model.model_loader import model_path
 from agent_runtime.notices import stderr_line, warning_line
 from agent_runtime.policies.baseline_policies import make_policy, run_baseline_episode
@@ -152,8 +153,12 @@ class ModelPlayer:
         if spec and not spec.startswith("tiny:"):
             model_path(spec)  # a path or a cached Hugging Face id, before the model loads: one line if neither
         self.args, self.config, self.spec = args, config, spec
+        adapter = args.adapter
+        if args.policy == "no_think":  # the read-act baseline plays with its own adapter (model.no_think_adapter)
+            adapter = resolve_no_think_adapter(config.model.no_think_adapter, config.model.adapter, spec,
+                                               config.scenario) or "none"
         self.runtime = Runtime.open(config, model=spec, env=env, threads=args.threads, seed=MODEL_SEED,
-                                    adapter=args.adapter, device=args.device)
+                                    adapter=adapter, device=args.device)
         self.loaded = self.runtime.loaded
         self.fixed = fixed_cost(args)
         # the bounds the multi-stream agent plays under (max_action_age_ms auto resolved once, announced)

@@ -34,9 +34,10 @@ class Decision:
     label_tics: int
     tokens: list[int]
     isolated: list[list[int]] | None = None  # View.isolated_spans(): blocks whose tokens attended only each other
+    blocks: list[list] | None = None  # View.block_layout(): [label, length] of each block (read_act_view)
 
     def to_json(self) -> str:
-        return json.dumps({k: v for k, v in vars(self).items() if k != "isolated" or v is not None})
+        return json.dumps({k: v for k, v in vars(self).items() if k not in ("isolated", "blocks") or v is not None})
 
 
 @dataclass

@@ -113,14 +113,16 @@ class ExpertLabeler:
         self.decisions = self.agreed = self.expert_acted = 0
         self.note: str | None = None  # the newest Thinker paragraph: the one the action view reads
 
-    def on_decision(self, tokens: list[int], timed, command, isolated: list[list[int]] | None = None) -> Command | None:
+    def on_decision(self, tokens: list[int], timed, command, isolated: list[list[int]] | None = None,
+                    blocks: list[list] | None = None) -> Command | None:
         """The agent decided `command` on `timed` (a TimedFrame) reading `tokens` (`isolated`: the view's isolated
-        spans): store it with the label; return the expert's command when the expert acts this decision."""
+        spans; `blocks`: its block layout): store it with the label; return the expert's command when the expert
+        acts this decision."""
         if self.aimed:
             label, tics = self.expert.command_for(timed.frame, timed.turn_in_flight, note=self.note)
         else:
             label, tics = self.expert.command_for(timed.frame)
-        self.log.add(Decision(self.episode, timed.frame.tic, command.name, label, tics, list(tokens), isolated))
+        self.log.add(Decision(self.episode, timed.frame.tic, command.name, label, tics, list(tokens), isolated, blocks))
         self.decisions += 1
         self.agreed += label == command.name
         if self.expert_acts and self.rng.random() < self.expert_acts:

@@ -84,7 +84,8 @@ class ActionStream(Stream):
         self.stats.decisions += 1
         self.stats.decisions_with_note += self.stats.note_in_view
         if self.on_decision is not None:  # data collection; a DAgger mix may let the expert act instead
-            acted = self.on_decision(self.view.token_ids(), self.frame, command, self.view.isolated_spans())
+            acted = self.on_decision(self.view.token_ids(), self.frame, command, self.view.isolated_spans(),
+                                     self.view.block_layout())
             if acted is not None and acted != command:
                 command, self.unfed = acted, self.scorer.tokens_for(acted)
         if self.cadence == "hold":
