@@ -16,7 +16,9 @@ import torch
 from agent_runtime.control.action_grammar import ActionGrammar, CommandScorer
 from agent_runtime.errors import UserError
 from agent_runtime.engine.kv_block_store import KVBlockStore
+from agent_runtime.model import adapters
 from agent_runtime.model.model_loader import load_model
+from agent_runtime.recording.rerun import rerun_recording
 from agent_runtime.engine.model_runner import ModelRunner, StreamInput
 from agent_runtime.training.command_scores import Candidates, candidate_scores
 from agent_runtime.training.lora_trainer import Example, TrainSettings, balanced_batches, eval_sample, evaluate, train, with_adapters
@@ -252,9 +254,10 @@ def test_train_on_a_directory_that_is_no_data_set_is_one_line(tmp_path):
     assert proc.returncode == 2 and "not a data set" in proc.stderr and "Traceback" not in proc.stderr
 
 
-def test_an_episode_plays_with_an_adapter_names_it_in_its_recording_and_reruns_with_it(tmp_path):
+def test_an_episode_plays_with_an_adapter_names_it_in_its_recording_and_reruns_with_it(tmp_path, monkeypatch):
     """`episode --adapter`: merged at load, its hash in the result, its path and hash in the manifest, and
-    `replay --rerun` loads it again and emits the same actions."""
+    `replay --rerun` loads it again and emits the same actions; once another adapter took its place, a rerun finds
+    the recorded one among the shipped adapters kept (agent_runtime/trained/previous/)."""
     data, adapter = tmp_path / "data", tmp_path / "adapter"
     assert _cli("collect", "--model", "tiny:llama", "--fixed-cost", "--threads", "1", "--episodes", "2",
                 "--max-tics", "60", "--out", str(data)).returncode == 0
@@ -271,6 +274,19 @@ def test_an_episode_plays_with_an_adapter_names_it_in_its_recording_and_reruns_w
     assert manifest["model_weight_hash"] != base.weight_hash  # the merged weights played
     rerun = _cli("replay", result["recording"], "--rerun")
     assert rerun.returncode == 0 and "same actions" in rerun.stdout, rerun.stdout + rerun.stderr
+
+    kept, other = tmp_path / "previous" / "smollm2-doom-old", tmp_path / "other"
+    shutil.copytree(adapter, kept)
+    assert _cli("train", "--data", str(data), "--out", str(other), "--steps", "4", "--threads", "1", "--lr", "0.01",
+                "--seed", "1").returncode == 0
+    shutil.rmtree(adapter)
+    shutil.copytree(other, adapter)  # the recorded path now holds other weights
+    monkeypatch.setattr(adapters, "TRAINED", tmp_path / "no-shipped-adapters")
+    monkeypatch.setattr(adapters, "PREVIOUS", tmp_path / "previous")
+    assert rerun_recording(result["recording"])["same_actions"]
+    shutil.rmtree(kept)
+    with pytest.raises(UserError, match="weight hash"):
+        rerun_recording(result["recording"])
 
 
 def test_an_adapter_remembers_how_its_views_were_written_and_a_run_that_writes_them_otherwise_warns(tmp_path):

@@ -20,6 +20,7 @@ SHIPPED_ADAPTER = TRAINED / "smollm2-doom"  # defend_the_center, and any scenari
 # scenarios whose buttons differ get their own (the command scorer compares that scenario's commands only)
 SHIPPED_BY_SCENARIO = {"basic": TRAINED / "smollm2-doom-basic", "health_gathering": TRAINED / "smollm2-doom-health_gathering"}
 DEFAULT = "default"
+PREVIOUS = TRAINED / "previous"  # shipped adapters since replaced, kept so recordings made with them re-run
 READ_ACT_TWIN = "-read-act"  # the shipped twin of an adapter, trained on its episodes without thoughts in view
 # the engine settings that decide what an action view's tokens say and which commands it scores (what an adapter
 # learned to read and choose among)
@@ -85,6 +86,16 @@ def read_adapter(path: str | Path) -> AdapterInfo:
     weights_hash = hash_file(path / "adapter_model.safetensors", digest_size=8)
     views = manifest.get("engine") if isinstance(manifest.get("engine"), dict) else {}
     return AdapterInfo(str(path.resolve()), weights_hash, base, accuracy, views, bool(manifest.get("block_masks")))
+
+
+def shipped_with_hash(weights_hash: str) -> Path | None:
+    """The shipped adapter (current or previous) whose weights hash to `weights_hash`, or None."""
+    candidates = sorted(TRAINED.glob("*/manifest.json")) + sorted(PREVIOUS.glob("*/manifest.json"))
+    for manifest in candidates:
+        weights = manifest.parent / "adapter_model.safetensors"
+        if weights.is_file() and hash_file(weights, digest_size=8) == weights_hash:
+            return manifest.parent
+    return None
 
 
 def view_mismatch(info: AdapterInfo | None, engine) -> str | None:

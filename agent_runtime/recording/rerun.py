@@ -12,6 +12,7 @@ from pydantic import ValidationError
 
 from agent_runtime.config import RunConfig
 from agent_runtime.errors import UserError, first_line
+from agent_runtime.model.adapters import read_adapter, resolve_adapter, shipped_with_hash
 from agent_runtime.model.model_loader import EMBEDDED_MODEL_ID, load_for_cpu
 from agent_runtime.recording.manifest import MANIFEST_FILE
 from agent_runtime.recording.recording import Recording
@@ -125,7 +126,7 @@ def _play_again(recording: Recording, config, costs: list[float], env_seed: int,
     # config's default would pick: a rerun must compute what the run did
     loaded = load_for_cpu(spec, dtype=config.model.dtype, threads=manifest.threads or config.model.threads or 1,
                           seed=int(manifest.seeds.get("model", 0)), announce=False, warn=False,
-                          adapter=config.model.adapter if manifest.extra.get("adapter") else None)
+                          adapter=_recorded_adapter(config, manifest, spec))
     if manifest.model_weight_hash is not None and loaded.weight_hash != manifest.model_weight_hash:
         raise UserError(f"model {manifest.model_id} has weight hash {loaded.weight_hash}, but the recording was "
                         f"made with {manifest.model_weight_hash} ({source}); a rerun needs the very same weights")
@@ -149,6 +150,28 @@ def _play_again(recording: Recording, config, costs: list[float], env_seed: int,
                         replay_encode_ms=recorded_encode_costs(recording.events),
                         user_script=user_script or None)
     return bus, loaded.cpu.threads, len(user_script)
+
+
+def _recorded_adapter(config, manifest, spec: str | None) -> str | None:
+    """The adapter the recording played with: the one its config names where that still has the recorded weights,
+    else the shipped adapter (current or kept in agent_runtime/trained/previous/) with the recorded hash."""
+    recorded = manifest.extra.get("adapter")
+    if not recorded:
+        return None
+    requested = resolve_adapter(config.model.adapter, spec, config.scenario)
+    recorded_hash = recorded.get("hash") if isinstance(recorded, dict) else None
+    if recorded_hash and not _has_hash(requested, recorded_hash):
+        shipped = shipped_with_hash(recorded_hash)
+        if shipped is not None:
+            return str(shipped)
+    return requested  # where nothing has its weights, the weight hash check below says so
+
+
+def _has_hash(path: str | None, weights_hash: str) -> bool:
+    try:
+        return path is not None and read_adapter(path).hash == weights_hash
+    except UserError:  # moved or damaged since
+        return False
 
 
 def describe_rerun(result: dict[str, Any]) -> str:
