@@ -88,3 +88,29 @@ def test_a_stacked_forward_keeps_the_models_parameters_and_weight_hash():
     assert _weight_hash(loaded.model) == loaded.weight_hash  # what recordings and reruns compare
     assert DecoderForward(loaded.model, fuse=True).fused == lean.fused  # a second runner reuses the stacked linears
     assert DecoderForward(loaded.model).fused == []
+
+
+def test_a_layer_whose_linears_were_wrapped_since_runs_them_instead_of_the_stack():
+    """peft wraps q/k/v for training after a runner may have stacked them: the wrapped modules must compute."""
+    loaded = load_model("tiny:llama", dtype="float32", tokenizer=False, seed=4)
+    lean = DecoderForward(loaded.model, fuse=True)
+    attn = loaded.model.model.layers[0].self_attn
+    calls = []
+
+    class Wrapped(nn.Module):
+        def __init__(self, inner):
+            super().__init__()
+            self.inner, self.out_features = inner, inner.out_features
+
+        def forward(self, x):
+            calls.append(1)
+            return self.inner(x) + 1.0
+
+    attn.q_proj = Wrapped(attn.q_proj)
+    x, d = torch.randn(3, attn.q_proj.inner.in_features), attn.head_dim
+    with torch.no_grad():
+        q, k, v = lean._qkv(0, attn, x, 3, torch.ones(3, 1, d), torch.zeros(3, 1, d),  # RoPE by angle 0
+                            lean._still_stacked(0))
+        assert calls and torch.equal(q, (attn.q_proj.inner(x) + 1.0).view(3, -1, d))
+        assert torch.equal(v, attn.v_proj(x).view(3, -1, d))
+    assert lean._still_stacked(1) and not lean._still_stacked(0)

@@ -38,11 +38,18 @@ class DecoderForward:
         self.inv_freq, self.rope_scaling = rotary.inv_freq, rotary.attention_scaling
         self.head_norms = hasattr(self.layers[0].self_attn, "q_norm")  # qwen3: RMSNorm over each head before RoPE
         self.qkv, self.gate_up = [None] * len(self.layers), [None] * len(self.layers)
+        self._stacked_from = [self._modules_of(layer) for layer in self.layers]  # a module replaced since: unstacked
         if fuse:
             for i, layer in enumerate(self.layers):
                 attn, mlp = layer.self_attn, layer.mlp
                 self.qkv[i] = fused_linear(model, f"{i}.qkv", (attn.q_proj, attn.k_proj, attn.v_proj))
                 self.gate_up[i] = fused_linear(model, f"{i}.gate_up", (mlp.gate_proj, mlp.up_proj))
+
+    @staticmethod
+    def _modules_of(layer) -> tuple:
+        """The layer's stackable linears, read from the module dicts (cheap enough to ask every layer each step)."""
+        attn, mlp = layer._modules["self_attn"]._modules, layer._modules["mlp"]._modules
+        return attn["q_proj"], attn["k_proj"], attn["v_proj"], mlp["gate_proj"], mlp["up_proj"]
 
     @property
     def fused(self) -> list[torch.nn.Linear]:
@@ -71,10 +78,11 @@ class DecoderForward:
         for index, layer in enumerate(self.layers):
             attn, mlp = layer.self_attn, layer.mlp
             x = layer.input_layernorm(h)
-            q, k, v = self._qkv(index, attn, x, rows, cos, sin)
+            stacked = self._still_stacked(index)
+            q, k, v = self._qkv(index, attn, x, rows, cos, sin, stacked)
             h = h + attn.o_proj(attend(index, q, k, v, attn.scaling).reshape(rows, -1))
             x = layer.post_attention_layernorm(h)
-            gate_up = self.gate_up[index]
+            gate_up = self.gate_up[index] if stacked else None
             if gate_up is None:
                 gate, up = mlp.gate_proj(x), mlp.up_proj(x)
             else:
@@ -82,10 +90,15 @@ class DecoderForward:
             h = h + mlp.down_proj(mlp.act_fn(gate) * up)
         return self.lm_head(self.body.norm(h[keep]))
 
-    def _qkv(self, index: int, attn, x: torch.Tensor, rows: int, cos: torch.Tensor, sin: torch.Tensor):
+    def _still_stacked(self, index: int) -> bool:
+        """The layer's linears are the modules stacked (peft wrapping them for training replaces them)."""
+        return all(a is b for a, b in zip(self._modules_of(self.layers[index]), self._stacked_from[index]))
+
+    def _qkv(self, index: int, attn, x: torch.Tensor, rows: int, cos: torch.Tensor, sin: torch.Tensor,
+             stacked: bool):
         """[T, heads, head_dim] queries and keys rotated by their positions, and values, of one layer. Stacked,
         the queries and keys sit side by side and are rotated in one pass (elementwise: the same values)."""
-        qkv, d = self.qkv[index], attn.head_dim
+        qkv, d = (self.qkv[index] if stacked else None), attn.head_dim
         if qkv is not None and not self.head_norms:
             q_width, k_width = attn.q_proj.out_features, attn.k_proj.out_features
             out = qkv(x)
