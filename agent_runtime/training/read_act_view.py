@@ -4,8 +4,8 @@ The no_think agent (policies/sequential_agent.py, no thought tokens) reads the s
 the newest frame line, each prefilled on a view of itself, then the action prompt. The multi-stream action view
 holds those very blocks and, besides them, the newest thought, remark and user text and the commands of its own
 block. Cutting the others out of each decision (`train --views read-act`) trains an adapter the same way, on the
-same episodes, on views without thoughts: the fair `no_think` baseline, where the multi-stream agent's adapter
-would play off its training distribution.
+same episodes, on views without thoughts: a `no_think` baseline that plays on the views it learned from, where the
+multi-stream agent's adapter plays on views it never saw (docs/thinking.md measures both).
 """
 
 from agent_runtime.errors import UserError
