@@ -22,6 +22,7 @@ def test_bench_reaction_measures_three_agents_side_by_side(tmp_path):
     for summary in agents.values():
         assert {"reaction_ms_p50", "reaction_ms_p95", "kills", "actions_fenced"} <= set(summary)
     assert result["frame_source"] == "labels"
+    assert result["adapters"] == {"llm": None, "sequential": None, "no_think": None}  # tiny weights: none shipped
     assert 0 < result["frame_encode_ms_p50"] <= result["frame_encode_ms_p95"]  # writing each frame line
     # the read-think-act loop waits for 16 thought tokens; the multi-stream agent decides in one forward
     assert agents["sequential"]["reaction_ms_p50"] > 3 * agents["llm"]["reaction_ms_p50"]

@@ -104,6 +104,13 @@ class PlayBenchJob:
         return {"llm": own, "llm_untrained": None, "sequential": own,
                 "no_think": resolve_no_think_adapter(m.no_think_adapter, m.adapter, m.path, self.config.scenario)}
 
+    def named_adapters(self, agents) -> dict[str, dict | None]:
+        """{model agent played: its adapter's directory and weights hash (None: the untrained model)}."""
+        if self.config is None:  # on Ray the driver plays nothing itself
+            self.config = from_args(self.args)
+        played = {parse_variant(name, self.config.engine.frame_source)[0] for name in agents}
+        return {agent: _adapter_named(path) for agent, path in self.adapters().items() if agent in played}
+
     def _runtime(self, kind: str, source: str) -> Runtime:
         """The runtime of the model agents on `source`: "trained" on the loaded model, "untrained" on the same
         weights without the adapter (the trained one when none is merged), "no_think" with the no_think baseline's
@@ -150,10 +157,7 @@ class PlayBenchJob:
         a = self.args
         agents = {name: _agent_summary(runs) for name, runs in per_agent.items()}
         result = {"agents": agents, "episodes": a.episodes, "seeds": [a.seed + i for i in range(a.episodes)]}
-        if self.config is None:  # on Ray the driver plays nothing itself
-            self.config = from_args(self.args)
-        played = {parse_variant(name, self.config.engine.frame_source)[0] for name in agents}
-        result["adapters"] = {agent: _adapter_named(path) for agent, path in self.adapters().items() if agent in played}
+        result["adapters"] = self.named_adapters(agents)
         curves = lag_curves(agents, self.config.engine.frame_source if self.config else "labels")
         return {**result, "lag_curve": curves} if curves else result
 

@@ -78,7 +78,7 @@ class ReactionBenchJob(PlayBenchJob):
         # time, measured on any clock, so it stays out of the agents' summaries (which --fixed-cost makes exact)
         encode = stats("frame_encode_ms", [x for e in per_agent["llm"] for x in e["frame_encode_samples_ms"]],
                        ("p50", "p95"))
-        return {"agents": agents, "ratios": ratios, **encode, "targets": {
+        return {"agents": agents, "ratios": ratios, **encode, "adapters": self.named_adapters(agents), "targets": {
             "multi_p50_le_150ms": multi["reaction_ms_p50"] is not None and multi["reaction_ms_p50"] <= 150,
             "multi_p95_le_250ms": multi["reaction_ms_p95"] is not None and multi["reaction_ms_p95"] <= 250,
             "seq_over_multi_p50_ge_20": (ratios["reaction_p50_seq_over_multi"] or 0) >= 20,
