@@ -151,7 +151,8 @@ def _describe(err: ValidationError, source: str) -> str:
 
 # a flag (its dest) -> the config key it overrides; a flag left unset takes the config's value (from_args)
 FLAG_KEYS = {"scenario": "scenario", "seed": "seed", "clock": "clock", "model": "model.path",
-             "adapter": "model.adapter", "no_think_adapter": "model.no_think_adapter", "dtype": "model.dtype", "threads": "model.threads", "barge_in": "voice.barge_in",
+             "adapter": "model.adapter", "no_think_adapter": "model.no_think_adapter", "dtype": "model.dtype",
+             "threads": "model.threads", "barge_in": "voice.barge_in",
              "command_pause_ms": "voice.command_pause_ms", "frame_source": "engine.frame_source"}
 
 

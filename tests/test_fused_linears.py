@@ -109,8 +109,8 @@ def test_a_layer_whose_linears_were_wrapped_since_runs_them_instead_of_the_stack
     attn.q_proj = Wrapped(attn.q_proj)
     x, d = torch.randn(3, attn.q_proj.inner.in_features), attn.head_dim
     with torch.no_grad():
-        q, k, v = lean._qkv(0, attn, x, 3, torch.ones(3, 1, d), torch.zeros(3, 1, d),  # RoPE by angle 0
-                            lean._still_stacked(0))
+        stacked = lean.qkv[0] if lean._still_stacked(0) else None
+        q, k, v = lean._qkv(attn, x, 3, torch.ones(3, 1, d), torch.zeros(3, 1, d), stacked)  # RoPE by angle 0
         assert calls and torch.equal(q, (attn.q_proj.inner(x) + 1.0).view(3, -1, d))
         assert torch.equal(v, attn.v_proj(x).view(3, -1, d))
     assert lean._still_stacked(1) and not lean._still_stacked(0)

@@ -128,11 +128,8 @@ class LinearTimer:
     def __init__(self, runner):
         self.kernels, self.dtype = runner.kernels, runner.model_dtype
         lm_head = runner.model.get_output_embeddings()
-        # the linears the forward calls: the lean forward's stacked ones instead of those it stacked
-        stacked = runner.lean.fused if runner.lean is not None else []
-        away = {id(m) for m in runner.lean.fused_away} if runner.lean is not None else set()
-        self.layers = [m for m in runner.model.modules()
-                       if isinstance(m, torch.nn.Linear) and m is not lm_head and id(m) not in away] + stacked
+        linears = [m for m in runner.model.modules() if isinstance(m, torch.nn.Linear) and m is not lm_head]
+        self.layers = runner.lean.linears(linears) if runner.lean is not None else linears  # what the forward calls
         self.lm_head = lm_head
         self.layer_params = sum(m.in_features * m.out_features for m in self.layers)
         self.head_params = lm_head.in_features * lm_head.out_features

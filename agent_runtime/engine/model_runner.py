@@ -112,11 +112,11 @@ class ModelRunner:
             self.kernels = cpu.table(self.model_dtype)
             if packed_linears:
                 # the linears the lean forward stacks are packed only if the transformers forward ever runs them
-                fused = self.lean.fused if self.lean is not None else []
-                lazy = self.lean.fused_away if self.lean is not None else []
-                self.packed_linears = adopt_linears(self.model, self.kernels, cpu.features, lazy=lazy)
-                if fused:
-                    adopt_linears(torch.nn.ModuleList(fused), self.kernels, cpu.features)
+                lean = self.lean
+                self.packed_linears = adopt_linears(self.model, self.kernels, cpu.features,
+                                                    lazy=lean.fused_away if lean is not None else ())
+                if lean is not None and lean.fused:
+                    adopt_linears(torch.nn.ModuleList(lean.fused), self.kernels, cpu.features)
 
     @torch.inference_mode()
     def forward(self, inputs: list[StreamInput]) -> StepResult:

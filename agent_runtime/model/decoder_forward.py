@@ -56,6 +56,11 @@ class DecoderForward:
         """The stacked linears this forward calls instead of the model's own (for the runner's kernels)."""
         return [m for m in self.qkv + self.gate_up if m is not None]
 
+    def linears(self, model_linears) -> list[torch.nn.Linear]:
+        """The linears this forward calls, of `model_linears` (the model's own) and its stacked ones."""
+        away = {id(m) for m in self.fused_away}
+        return [m for m in model_linears if id(m) not in away] + self.fused
+
     @property
     def fused_away(self) -> list[torch.nn.Linear]:
         """The model's linears this forward never calls (the transformers forward still does)."""
@@ -77,12 +82,11 @@ class DecoderForward:
         rows = h.shape[0]
         for index, layer in enumerate(self.layers):
             attn, mlp = layer.self_attn, layer.mlp
+            qkv, gate_up = (self.qkv[index], self.gate_up[index]) if self._still_stacked(index) else (None, None)
             x = layer.input_layernorm(h)
-            stacked = self._still_stacked(index)
-            q, k, v = self._qkv(index, attn, x, rows, cos, sin, stacked)
+            q, k, v = self._qkv(attn, x, rows, cos, sin, qkv)
             h = h + attn.o_proj(attend(index, q, k, v, attn.scaling).reshape(rows, -1))
             x = layer.post_attention_layernorm(h)
-            gate_up = self.gate_up[index] if stacked else None
             if gate_up is None:
                 gate, up = mlp.gate_proj(x), mlp.up_proj(x)
             else:
@@ -91,14 +95,17 @@ class DecoderForward:
         return self.lm_head(self.body.norm(h[keep]))
 
     def _still_stacked(self, index: int) -> bool:
-        """The layer's linears are the modules stacked (peft wrapping them for training replaces them)."""
+        """The layer was stacked and its linears are still the modules stacked (peft wrapping them for training
+        replaces them: then the layer runs its own modules)."""
+        if self.qkv[index] is None and self.gate_up[index] is None:
+            return False
         return all(a is b for a, b in zip(self._modules_of(self.layers[index]), self._stacked_from[index]))
 
-    def _qkv(self, index: int, attn, x: torch.Tensor, rows: int, cos: torch.Tensor, sin: torch.Tensor,
-             stacked: bool):
-        """[T, heads, head_dim] queries and keys rotated by their positions, and values, of one layer. Stacked,
-        the queries and keys sit side by side and are rotated in one pass (elementwise: the same values)."""
-        qkv, d = (self.qkv[index] if stacked else None), attn.head_dim
+    def _qkv(self, attn, x: torch.Tensor, rows: int, cos: torch.Tensor, sin: torch.Tensor, qkv):
+        """[T, heads, head_dim] queries and keys rotated by their positions, and values, of one layer; `qkv`: its
+        stacked linear (None: its own three). Stacked, the queries and keys sit side by side and are rotated in one
+        pass (elementwise: the same values)."""
+        d = attn.head_dim
         if qkv is not None and not self.head_norms:
             q_width, k_width = attn.q_proj.out_features, attn.k_proj.out_features
             out = qkv(x)
