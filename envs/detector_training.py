@@ -74,8 +74,7 @@ def column_targets(screens: ScreenSet, width: int) -> dict[str, torch.Tensor]:
 
 def mirrored(x: torch.Tensor, targets: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """The same screens seen in a mirror: bearings change sign, so columns reverse and offsets within them too."""
-    return x.flip(2), {"present": targets["present"].flip(-1), "band": targets["band"].flip(-1),
-                       "offset": (1.0 - targets["offset"]).flip(-1)}
+    return x.flip(2), {"present": targets["present"].flip(-1), "offset": (1.0 - targets["offset"]).flip(-1)}
 
 
 class BalancedDraw:

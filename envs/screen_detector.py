@@ -1,11 +1,12 @@
 """From the screen alone, the objects a frame line names: class, bearing and distance band.
 
 Doom's bearing is horizontal, so the network reads the screen in columns: convolutions, then each column pooled
-over its height, then per column which class has an object centred there, where inside the column, and how far
-it is. Two objects centred in one column are one detection, the nearer (the frame line names the nearest first).
-Its targets come from the label buffer every ViZDoom screen comes with (`targets_from_frame`); once trained, play
-needs no labels. Small on purpose (75k parameters, one forward per frame, channels-last: ~1 ms for a 160x120
-screen on 2 cores): every millisecond of it is reaction time.
+over its height, then per column and distance band which classes have an object centred there, and where inside
+the column the nearest in that band is. A class and band per output (not one band per column) lets a column hold
+a near and a far medikit at once, and makes the band the class's own decision. Its targets come from the label
+buffer every ViZDoom screen comes with (`targets_from_frame`); once trained, play needs no labels. Small on purpose
+(one forward per frame, channels-last: ~1.5 ms for a 160x120 screen on 2 cores): every millisecond of it is
+reaction time.
 """
 
 from __future__ import annotations
@@ -62,17 +63,15 @@ class Detection:
 
 @dataclass
 class Targets:
-    """What the detector should say about one screen, column by column (K = COLUMNS)."""
+    """What the detector should say about one screen, per distance band and column (B = len(BANDS), K = COLUMNS)."""
 
-    present: np.ndarray  # [classes, K] 1.0 where an object of that class is centred in the column
-    offset: np.ndarray  # [K] where in its column the centre is, 0..1 (meaningful where any class is present)
-    band: np.ndarray  # [K] distance band index, -1 where no object
+    present: np.ndarray  # [classes, B, K] 1.0 where an object of that class and band is centred in the column
+    offset: np.ndarray  # [B, K] where in its column the band's nearest centre is, 0..1 (meaningful where present)
 
     @staticmethod
     def stack(items: list[Targets]) -> dict[str, torch.Tensor]:
         return {"present": torch.from_numpy(np.stack([t.present for t in items])),
-                "offset": torch.from_numpy(np.stack([t.offset for t in items])),
-                "band": torch.from_numpy(np.stack([t.band for t in items]))}
+                "offset": torch.from_numpy(np.stack([t.offset for t in items]))}
 
 
 def targets_from_frame(frame: Frame, width: int, classes: tuple[str, ...] = CLASSES,
@@ -84,27 +83,27 @@ def targets_from_frame(frame: Frame, width: int, classes: tuple[str, ...] = CLAS
 
 
 def targets_from_objects(objects, width: int, classes: tuple[str, ...] = CLASSES, columns: int = COLUMNS) -> Targets:
-    """objects: (short name, bearing in degrees, distance in map units) of each object on the screen. A column
-    holds one object of each class (blood in front of an imp is both); its offset and band are its nearest one's."""
-    present = np.zeros((len(classes), columns), np.float32)
-    offset, band = np.zeros(columns, np.float32), np.full(columns, -1, np.int64)
-    nearest = np.full(columns, np.inf)
+    """objects: (short name, bearing in degrees, distance in map units) of each object on the screen. A column holds
+    one object of each class and band (blood in front of an imp is both); its offset in a band is its nearest's."""
+    present = np.zeros((len(classes), len(BANDS), columns), np.float32)
+    offset = np.zeros((len(BANDS), columns), np.float32)
+    nearest = np.full((len(BANDS), columns), np.inf)
     for name, bearing, units in objects:
         if name not in classes:
             continue
         x = screen_x_from_bearing(bearing, width) / width * columns
         column = min(columns - 1, max(0, int(x)))
-        present[classes.index(name), column] = 1.0
-        if units < nearest[column]:
-            nearest[column] = units
-            offset[column] = min(1.0, max(0.0, x - column))
-            band[column] = BANDS.index(distance_band(units))
-    return Targets(present, offset, band)
+        band = BANDS.index(distance_band(units))
+        present[classes.index(name), band, column] = 1.0
+        if units < nearest[band, column]:
+            nearest[band, column] = units
+            offset[band, column] = min(1.0, max(0.0, x - column))
+    return Targets(present, offset)
 
 
 class ScreenDetector(nn.Module):
-    """Screens (uint8, [N, H, W, 3] as ViZDoom's RGB24 gives them) in; per column: class logits, offset logit and
-    band logits out ([N, classes + 1 + 3, COLUMNS])."""
+    """Screens (uint8, [N, H, W, 3] as ViZDoom's RGB24 gives them) in; per column: a logit per class and band, then
+    an offset logit per band out ([N, classes * B + B, COLUMNS], B = len(BANDS))."""
 
     def __init__(self, classes: tuple[str, ...] = CLASSES, columns: int = COLUMNS, channels: int = 64):
         super().__init__()
@@ -117,7 +116,7 @@ class ScreenDetector(nn.Module):
         self.across = nn.Sequential(  # neighbouring columns, near and a little farther
             nn.Conv1d(channels, channels, 3, padding=1), nn.ReLU(),
             nn.Conv1d(channels, channels, 3, padding=2, dilation=2), nn.ReLU())
-        self.head = nn.Conv1d(channels, len(self.classes) + 1 + len(BANDS), 1)
+        self.head = nn.Conv1d(channels, (len(self.classes) + 1) * len(BANDS), 1)
         self.to(memory_format=torch.channels_last)
 
     def forward(self, screens: torch.Tensor) -> torch.Tensor:
@@ -133,36 +132,32 @@ class ScreenDetector(nn.Module):
 
 
 def detector_loss(output: torch.Tensor, targets: dict[str, torch.Tensor], *, present_weight: float = 8.0,
-                  offset_weight: float = 4.0, band_weight: float = 2.0) -> torch.Tensor:
-    """Presence (binary cross-entropy, objects weighted up: most columns are empty), offset (L1, weighted up: a
-    quarter column is a degree, and the side of an object near the crosshair hangs on it) and band
-    (cross-entropy, weighted up: the band is the hardest of the three), the last two only where an object is."""
-    n_classes = targets["present"].shape[1]
-    present_logits, offset_logit, band_logits = output.split([n_classes, 1, len(BANDS)], dim=1)
-    weight = 1.0 + (present_weight - 1.0) * targets["present"]
-    loss = F.binary_cross_entropy_with_logits(present_logits, targets["present"], weight=weight)
-    has_object = targets["band"] >= 0
+                  offset_weight: float = 4.0) -> torch.Tensor:
+    """Presence per class and band (binary cross-entropy summed over the bands, so a class weighs what it would
+    with one output a column; objects weighted up: most columns are empty) and the offset (L1 where a band has an
+    object, weighted up: a quarter column is a degree, and the side of an object near the crosshair hangs on it)."""
+    n, n_classes, n_bands, columns = targets["present"].shape
+    present_logits, offset_logits = output.split([n_classes * n_bands, n_bands], dim=1)
+    present = targets["present"].reshape(n, n_classes * n_bands, columns)
+    weight = 1.0 + (present_weight - 1.0) * present
+    loss = n_bands * F.binary_cross_entropy_with_logits(present_logits, present, weight=weight)
+    has_object = targets["present"].amax(dim=1) > 0  # [N, B, K]
     if has_object.any():
-        offset_error = (torch.sigmoid(offset_logit[:, 0]) - targets["offset"]).abs()[has_object].mean()
-        loss = loss + offset_weight * offset_error
-        band_error = F.cross_entropy(band_logits.transpose(1, 2)[has_object], targets["band"][has_object])
-        loss = loss + band_weight * band_error
+        loss = loss + offset_weight * (torch.sigmoid(offset_logits) - targets["offset"]).abs()[has_object].mean()
     return loss
 
 
 def decode(output: torch.Tensor, width: int, classes: tuple[str, ...] = CLASSES,
            threshold: float = SCORE_THRESHOLD) -> list[list[Detection]]:
-    """Each screen's detections, nearest band first, then by score: per class, a column that scores over
+    """Each screen's detections, nearest band first, then by score: per class and band, a column that scores over
     `threshold` and at least as high as its neighbours (one object spread over two columns is one detection)."""
-    n_classes = len(classes)
-    scores = torch.sigmoid(output[:, :n_classes]).detach()  # [N, C, K]
-    offsets = torch.sigmoid(output[:, n_classes]).detach()
-    bands = output[:, n_classes + 1:].argmax(dim=1)
-    columns = output.shape[-1]
-    neighbours = F.max_pool1d(scores, 3, stride=1, padding=1)
-    found = [[] for _ in range(output.shape[0])]
-    for i, c, k in torch.nonzero((scores > threshold) & (scores >= neighbours)).tolist():
-        x = (k + float(offsets[i, k])) / columns * width
-        found[i].append(Detection(classes[c], bearing_from_screen_x(x, width), BANDS[int(bands[i, k])],
-                                  float(scores[i, c, k])))
+    n, n_classes, n_bands, columns = output.shape[0], len(classes), len(BANDS), output.shape[-1]
+    flat = torch.sigmoid(output[:, :n_classes * n_bands]).detach()  # [N, C * B, K]
+    scores = flat.view(n, n_classes, n_bands, columns)
+    offsets = torch.sigmoid(output[:, n_classes * n_bands:]).detach()  # [N, B, K]
+    neighbours = F.max_pool1d(flat, 3, stride=1, padding=1).view_as(scores)
+    found = [[] for _ in range(n)]
+    for i, c, b, k in torch.nonzero((scores > threshold) & (scores >= neighbours)).tolist():
+        x = (k + float(offsets[i, b, k])) / columns * width
+        found[i].append(Detection(classes[c], bearing_from_screen_x(x, width), BANDS[b], float(scores[i, c, b, k])))
     return [sorted(d, key=lambda d: (BANDS.index(d.band), -d.score)) for d in found]

@@ -11,7 +11,8 @@ from envs.doom_env import DoomEnv
 from envs.observation_text import (bearing_degrees, describe_object, distance_band, distance_units, short_name,
                                    visible_objects)
 from envs.screen_detector import (BANDS, CLASSES, COLUMNS, FIELD_OF_VIEW, ScreenDetector, Targets,
-                                  bearing_from_screen_x, decode, detector_loss, targets_from_frame)
+                                  bearing_from_screen_x, decode, detector_loss, targets_from_frame,
+                                  targets_from_objects)
 
 WIDTH = 160
 
@@ -48,13 +49,13 @@ def test_a_label_boxs_centre_on_screen_gives_its_world_bearing_within_5_degrees(
 
 
 def test_targets_that_are_decoded_say_what_the_frame_line_says(frames):
-    """A detector that outputs its targets exactly reproduces the frame line's objects (one a column)."""
+    """A detector that outputs its targets exactly reproduces the frame line's objects (one a column per class and
+    band)."""
     checked = 0
     for frame in frames:
         t = targets_from_frame(frame, WIDTH)
-        perfect = torch.cat([torch.from_numpy(t.present) * 20 - 10,  # logits: sure yes / sure no
-                             torch.logit(torch.from_numpy(t.offset).clamp(1e-4, 1 - 1e-4))[None],
-                             torch.nn.functional.one_hot(torch.from_numpy(t.band).clamp(min=0), 3).T.float() * 20])
+        perfect = torch.cat([torch.from_numpy(t.present).reshape(-1, COLUMNS) * 20 - 10,  # logits: sure yes / no
+                             torch.logit(torch.from_numpy(t.offset).clamp(1e-4, 1 - 1e-4))])
         (found,) = decode(perfect[None], WIDTH)
         expected = {describe_object(frame, o) for o in visible_objects(frame)}
         columns_used = int(t.present.sum())
@@ -79,7 +80,7 @@ def test_the_detector_is_small_channels_last_and_answers_every_column():
     assert sum(p.numel() for p in model.parameters()) <= 1_000_000
     assert model.features[0].weight.is_contiguous(memory_format=torch.channels_last)
     out = model(torch.zeros(2, 120, WIDTH, 3, dtype=torch.uint8))
-    assert out.shape == (2, len(CLASSES) + 1 + len(BANDS), COLUMNS)
+    assert out.shape == (2, (len(CLASSES) + 1) * len(BANDS), COLUMNS)
     assert model(torch.zeros(1, 240, 320, 3, dtype=torch.uint8)).shape[-1] == COLUMNS  # another resolution too
 
 
@@ -103,3 +104,17 @@ def test_a_few_training_steps_on_a_tiny_set_lower_the_loss(frames):
     with torch.no_grad():
         after = float(detector_loss(model(screens), targets))
     assert after < 0.6 * before, (before, after)  # from ~2.1: presence and band guessed
+
+
+def test_a_near_and_a_far_object_of_one_class_in_one_column_are_both_decoded():
+    """Two medikits behind one another (one column, different bands) are two objects of the frame line; a target
+    per class and band keeps both, each with its own bearing."""
+    objects = [("medikit", 10.0, 200.0), ("medikit", 10.5, 900.0), ("imp", -20.0, 400.0)]
+    t = targets_from_objects(objects, WIDTH)
+    assert t.present.shape == (len(CLASSES), len(BANDS), COLUMNS)
+    perfect = torch.cat([torch.from_numpy(t.present).reshape(-1, COLUMNS) * 20 - 10,
+                         torch.logit(torch.from_numpy(t.offset).clamp(1e-4, 1 - 1e-4))])
+    (found,) = decode(perfect[None], WIDTH)
+    assert sorted((d.name, d.band, round(d.bearing, 1)) for d in found) == [
+        ("imp", "mid", -20.0), ("medikit", "far", 10.5), ("medikit", "near", 10.0)]
+    assert [d.band for d in found] == ["near", "mid", "far"]  # nearest band first, as the frame line names them
