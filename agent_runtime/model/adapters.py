@@ -76,7 +76,7 @@ def read_adapter(path: str | Path) -> AdapterInfo:
     missing = [name for name in ADAPTER_FILES if not (path / name).is_file()]
     if missing:
         raise UserError(f"adapter {path}: {', '.join(missing)} missing; pass a directory written by `agent-runtime "
-                        "train`, or --adapter none")
+                        "train`, or `none` for no adapter (--adapter or --no-think-adapter, whichever named it)")
     try:
         manifest = json.loads((path / "manifest.json").read_text())
         base = str(manifest["base_weight_hash"])
@@ -126,11 +126,12 @@ def merge_adapter(model, info: AdapterInfo, base_weight_hash: str):
     """The model with the adapter merged into its weights (peft's merge_and_unload)."""
     if info.base_weight_hash != base_weight_hash:
         raise UserError(f"adapter {info.path} was trained on weights {info.base_weight_hash}, not on this model's "
-                        f"{base_weight_hash}; pass the base model it was trained on, or --adapter none")
+                        f"{base_weight_hash}; pass the base model it was trained on, or `none` for no adapter")
     from peft import PeftModel
 
     try:
         with peft_quietly():
             return PeftModel.from_pretrained(model, info.path).merge_and_unload()
     except Exception as e:  # safetensors/peft errors on a damaged file
-        raise UserError(f"adapter {info.path} cannot be loaded ({first_line(e)}); train it again or pass --adapter none") from None
+        raise UserError(f"adapter {info.path} cannot be loaded ({first_line(e)}); train it again or pass `none` "
+                        "for no adapter") from None
