@@ -232,7 +232,8 @@ def save_detector(model: ScreenDetector, path: Path, metadata: dict | None = Non
 
 
 def load_detector(path: str | Path) -> ScreenDetector:
-    """A detector from save_detector's file; DetectorWeightsError (one line) when it is missing or damaged."""
+    """A detector from save_detector's file; DetectorWeightsError (one line) when it is missing, damaged or written
+    for another layout of the network (an earlier version's weights)."""
     path = Path(path)
     if not path.is_file():
         raise DetectorWeightsError(f"detector weights {path} not found; train them with `agent-runtime "
@@ -243,10 +244,18 @@ def load_detector(path: str | Path) -> ScreenDetector:
         with safe_open(str(path), "pt") as f:
             meta = f.metadata() or {}
         model = ScreenDetector(tuple(json.loads(meta["classes"])), int(meta["columns"]), int(meta["channels"]))
-        model.load_state_dict(load_file(str(path)))
+        state = load_file(str(path))
     except Exception as e:  # safetensors' and torch's errors on a damaged or foreign file
         raise DetectorWeightsError(f"detector weights {path} cannot be loaded ({str(e).splitlines()[0][:120]}); "
                                    "train them again with `agent-runtime train-detector`") from None
+    expected = {name: tuple(value.shape) for name, value in model.state_dict().items()}
+    differ = [f"{name} {tuple(value.shape)} (this version: {expected.get(name)})" for name, value in state.items()
+              if expected.get(name) != tuple(value.shape)]
+    if differ or state.keys() != expected.keys():
+        raise DetectorWeightsError(f"detector weights {path} were written for another detector layout ("
+                                   f"{', '.join(differ) or 'other layers'}); train them again with `agent-runtime "
+                                   "train-detector` on this version")
+    model.load_state_dict(state)
     return model.eval()
 
 

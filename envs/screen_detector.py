@@ -5,7 +5,7 @@ over its height, then per column and distance band which classes have an object 
 the column the nearest in that band is. A class and band per output (not one band per column) lets a column hold
 a near and a far medikit at once, and makes the band the class's own decision. Its targets come from the label
 buffer every ViZDoom screen comes with (`targets_from_frame`); once trained, play needs no labels. Small on purpose
-(one forward per frame, channels-last: ~1.5 ms for a 160x120 screen on 2 cores): every millisecond of it is
+(one forward per frame, channels-last: ~2 ms for a 160x120 screen on 2 cores): every millisecond of it is
 reaction time.
 """
 

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from envs.detector_training import DetectorSettings, load_detector, save_detector, train_detector
+from envs.detector_training import (DetectorSettings, DetectorWeightsError, load_detector, save_detector,
+                                   train_detector)
 from envs.frame_encoders import LabelEncoder, PixelEncoder
 from envs.screen_dataset import data_hash, list_shards, load_screens
 from envs.screen_detector import ScreenDetector
@@ -96,6 +97,19 @@ def test_missing_or_damaged_weights_are_one_line_and_exit_2(tmp_path):
         error = [line for line in done.stderr.splitlines() if "error" in line]
         assert len(error) == 1 and str(weights) in error[0] and "train-detector" in error[0], done.stderr
         assert "Traceback" not in done.stderr
+
+
+def test_weights_of_another_detector_layout_are_refused_in_one_line(tmp_path):
+    """An earlier version's detector (one band per column: 18 + 1 + 3 outputs) names the layer that differs."""
+    weights = tmp_path / "earlier.safetensors"
+    earlier = ScreenDetector(channels=8)
+    earlier.head = torch.nn.Conv1d(8, 18 + 1 + 3, 1)
+    save_detector(earlier, weights)
+    with pytest.raises(DetectorWeightsError, match=r"another detector layout .*head.weight \(22, 8, 1\) \(this "
+                       r"version: \(57, 8, 1\)\).*train-detector"):
+        load_detector(weights)
+    save_detector(ScreenDetector(channels=8), weights)
+    assert load_detector(weights).channels == 8
 
 
 def test_a_pixels_episode_plays_with_the_label_buffer_off(tmp_path):
