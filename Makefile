@@ -147,12 +147,15 @@ adapters: adapter adapter-basic adapter-health_gathering
 
 # The shipped screen detector (agent_runtime/trained/screen-detector: frame lines from pixels): screens of the
 # shipped scenarios under the expert and random play, seeds 5000+ (disjoint from bench play's 0-9), basic's short
-# episodes three times as often; each scenario's largest 20% of seeds held out for the manifest's scores.
+# episodes three times as often, and defend_the_center under the agent itself (the screens it meets in play); each
+# scenario's largest 20% of seeds held out for the manifest's scores.
 DETECTOR_DIR ?= detector-build
 DETECTOR_FILES := detector.safetensors manifest.json examples.png
 detector: install
 	$(VENV)/bin/agent-runtime collect-frames --out $(DETECTOR_DIR)/frames --episodes 20 --seed 5000
 	$(VENV)/bin/agent-runtime collect-frames --out $(DETECTOR_DIR)/frames --episodes 60 --seed 5000 --scenarios basic
+	$(VENV)/bin/agent-runtime collect-frames --out $(DETECTOR_DIR)/frames --episodes 20 --seed 5000 --scenarios defend_the_center \
+	  --policies agent
 	$(VENV)/bin/agent-runtime train-detector --data $(DETECTOR_DIR)/frames --out $(DETECTOR_DIR)/detector --steps 16000
 	rm -rf agent_runtime/trained/screen-detector
 	mkdir -p agent_runtime/trained/screen-detector
