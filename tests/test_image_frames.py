@@ -123,7 +123,8 @@ def test_a_vision_language_episode_plays_decodes_beside_image_prefills_and_rerun
     done = run_cli(*args)
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
-    assert result["tics"] == 120 and result["model"] == model and result["frames_prefilled"] > 50
+    assert 120 <= result["tics"] <= 128  # the bound, plus what the last action's hold runs past it
+    assert result["model"] == model and result["frames_prefilled"] > 50
     directory = Path(result["recording"])
     events = [json.loads(line) for line in (directory / "events.jsonl").read_text().splitlines()]
     images = [e["payload"]["image_tokens"] for e in events if e["kind"] == "frame_prefilled"]
