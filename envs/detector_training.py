@@ -17,7 +17,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors import safe_open
+from safetensors.torch import save_file
 
 from envs.observation_text import MAX_OBJECTS, aim_rank, distance_band, object_words
 from envs.screen_dataset import ScreenSet, load_screens, replaced
@@ -239,12 +240,10 @@ def load_detector(path: str | Path) -> ScreenDetector:
         raise DetectorWeightsError(f"detector weights {path} not found; train them with `agent-runtime "
                                    "train-detector` or use the shipped ones (leave the path unset)")
     try:
-        from safetensors import safe_open
-
-        with safe_open(str(path), "pt") as f:
+        with safe_open(str(path), "pt") as f:  # the settings and the tensors in one read of the file
             meta = f.metadata() or {}
+            state = {name: f.get_tensor(name) for name in f.keys()}
         model = ScreenDetector(tuple(json.loads(meta["classes"])), int(meta["columns"]), int(meta["channels"]))
-        state = load_file(str(path))
     except Exception as e:  # safetensors' and torch's errors on a damaged or foreign file
         raise DetectorWeightsError(f"detector weights {path} cannot be loaded ({str(e).splitlines()[0][:120]}); "
                                    "train them again with `agent-runtime train-detector`") from None

@@ -54,9 +54,7 @@ def test_targets_that_are_decoded_say_what_the_frame_line_says(frames):
     checked = 0
     for frame in frames:
         t = targets_from_frame(frame, WIDTH)
-        perfect = torch.cat([torch.from_numpy(t.present).reshape(-1, COLUMNS) * 20 - 10,  # logits: sure yes / no
-                             torch.logit(torch.from_numpy(t.offset).clamp(1e-4, 1 - 1e-4))])
-        (found,) = decode(perfect[None], WIDTH)
+        (found,) = decode(_perfect_output(t)[None], WIDTH)
         expected = {describe_object(frame, o) for o in visible_objects(frame)}
         columns_used = int(t.present.sum())
         assert len(found) == columns_used
@@ -64,6 +62,12 @@ def test_targets_that_are_decoded_say_what_the_frame_line_says(frames):
             assert d.describe() in expected or any(_close(d, frame, o) for o in visible_objects(frame)), (d, expected)
         checked += len(found)
     assert checked >= 30
+
+
+def _perfect_output(t: Targets) -> torch.Tensor:
+    """The output of a detector that says its targets exactly: logits sure yes / sure no, the offsets themselves."""
+    return torch.cat([torch.from_numpy(t.present).reshape(-1, COLUMNS) * 20 - 10,
+                      torch.logit(torch.from_numpy(t.offset).clamp(1e-4, 1 - 1e-4))])
 
 
 def _close(d, frame, obj) -> bool:
@@ -112,9 +116,7 @@ def test_a_near_and_a_far_object_of_one_class_in_one_column_are_both_decoded():
     objects = [("medikit", 10.0, 200.0), ("medikit", 10.5, 900.0), ("imp", -20.0, 400.0)]
     t = targets_from_objects(objects, WIDTH)
     assert t.present.shape == (len(CLASSES), len(BANDS), COLUMNS)
-    perfect = torch.cat([torch.from_numpy(t.present).reshape(-1, COLUMNS) * 20 - 10,
-                         torch.logit(torch.from_numpy(t.offset).clamp(1e-4, 1 - 1e-4))])
-    (found,) = decode(perfect[None], WIDTH)
+    (found,) = decode(_perfect_output(t)[None], WIDTH)
     assert sorted((d.name, d.band, round(d.bearing, 1)) for d in found) == [
         ("imp", "mid", -20.0), ("medikit", "far", 10.5), ("medikit", "near", 10.0)]
     assert [d.band for d in found] == ["near", "mid", "far"]  # nearest band first, as the frame line names them

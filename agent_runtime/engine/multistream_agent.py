@@ -78,7 +78,8 @@ class MultiStreamAgent:
         what each means). on_decision(view_tokens, timed_frame, command, isolated_spans, block_layout): called at
         every decision with the tokens the action view read, its isolated spans and its blocks (data collection); a
         Command it returns is acted (and logged) instead of the model's (DAgger's mix of expert and model).
-        on_sentence(text, generation): each finished remark sentence (commentary=True). bus: where events go (None: nowhere).
+        on_sentence(text, generation): each finished remark sentence (commentary=True). bus: where events go (None:
+        nowhere).
         notify(line): where the once-a-session line about cut or dropped user text goes (None: events only).
         frame_encoder: what writes the frame lines (Runtime.frame_encoder: from the labels or the screen; None: no
         line); vision: a vision-language model's VisionEncoder whose image tokens frame blocks hold (Runtime.vision);
