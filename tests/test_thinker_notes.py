@@ -110,12 +110,28 @@ def test_an_episode_counts_its_notes_and_the_decisions_that_had_one_in_view():
         runtime = make_runtime(env)
         tok = runtime.tokenizer
         note = tok.encode(" nothing in view, 26 rounds\n", add_special_tokens=False)
-        forced = run_llm_episode(env, runtime, max_tics=300, fixed_cost=FixedCost(),
+        forced_bus, plain_bus = EventBus(), EventBus()
+        forced = run_llm_episode(env, runtime, max_tics=300, fixed_cost=FixedCost(), bus=forced_bus,
                                  on_paragraph=lambda view: list(note))
-        plain = run_llm_episode(env, runtime, max_tics=300, fixed_cost=FixedCost())
+        plain = run_llm_episode(env, runtime, max_tics=300, fixed_cost=FixedCost(), bus=plain_bus)
     assert forced["notes"] == forced["thinker_paragraphs"] >= 5
     assert 0 < forced["decisions_with_note"] < forced["decisions"]  # the decisions before the first note had none
     assert plain["thinker_paragraphs"] >= 2 and plain["notes"] == plain["decisions_with_note"] == 0  # noise
+    # each note is an event of its own, stamped with the newest frame's tic, and each decision says whether it had one
+    notes, paragraphs = forced_bus.of_kind("thinker_note"), forced_bus.of_kind("thinker_paragraph")
+    assert len(notes) == forced["notes"]
+    assert all(n.payload["claims"] == ["nothing in view", "26 rounds"] and n.payload["noise"] == 0 for n in notes)
+    assert [n.tic for n in notes] == [p.tic for p in paragraphs]
+    tics = [p.tic for p in paragraphs]
+    read = {e.tic for e in forced_bus.of_kind("frame_read")}
+    assert None not in tics and tics == sorted(tics) and set(tics) <= read and len(set(tics)) > 1
+    decided = forced_bus.of_kind("action_emitted")
+    assert sum(e.payload["note_in_view"] for e in decided) == forced["decisions_with_note"]
+    first_note = notes[0].seq
+    assert not any(e.payload["note_in_view"] for e in decided if e.seq < first_note)
+    assert all(e.payload["note_in_view"] for e in decided if e.seq > first_note)
+    assert not plain_bus.of_kind("thinker_note")
+    assert not any(e.payload["note_in_view"] for e in plain_bus.of_kind("action_emitted"))
 
 
 def test_a_low_thinker_temperature_writes_the_same_thoughts_whatever_the_seed():

@@ -34,6 +34,10 @@ def synthetic_events() -> list[Event]:
                 add("action_fenced", "executor", t + 0.03, tic=i + 1, action="ATTACK", reason="generation")
         if i == 20:
             add("thinker_paragraph", "thinker", t, tic=i, text="Two imps on the left; turn and shoot.")
+        if i == 25:
+            add("thinker_paragraph", "thinker", t, tic=i, text=" note: 2 imps left, 14 rounds")
+            add("thinker_note", "thinker", t, tic=i, text="2 imps left, 14 rounds", claims=["2 imps left", "14 rounds"],
+                noise=0)
         if i == 30:
             add("asr_partial", "asr", t, sim=False, text="turn")
             add("asr_partial", "asr", t + 0.1, sim=False, text="turn right")
@@ -65,6 +69,7 @@ def test_all_lanes_render_to_a_png(tmp_path):
     image = _read_png(out)
     assert image.shape[0] > 400 and image.shape[1] > 1000
     assert drawn["n_generation_bumps"] == 2 and drawn["n_events"] == len(synthetic_events())
+    assert drawn["drawn"]["Thinker note (its claims)"] == 1 and drawn["drawn"]["Thinker paragraph"] == 2
     import matplotlib.image
 
     assert matplotlib.image.imread(str(out)).shape[:2] == image.shape[:2]
@@ -77,6 +82,7 @@ def test_from_to_selects_a_stretch(tmp_path):
     assert drawn["n_events"] == sum(1.1 <= t <= 1.4 for t in times) > 0
     assert drawn["n_generation_bumps"] == 0  # the bumps are at ~1.08 s and ~1.44 s
     assert drawn["from_s"] == 1.1 and drawn["to_s"] == 1.4
+    assert "Thinker note (its claims)" not in drawn["drawn"]  # the note is at ~0.71 s
     empty = render_timeline(events, tmp_path / "empty.png", from_s=50, to_s=60)
     assert empty["n_events"] == 0 and _read_png(tmp_path / "empty.png") is not None
     with pytest.raises(UserError, match="empty time range"):

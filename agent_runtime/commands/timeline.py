@@ -19,7 +19,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from agent_runtime.recording.recording import Recording
-    from agent_runtime.recording.timeline import render_timeline
+    from agent_runtime.recording.timeline import MARKERS, render_timeline
+    from agent_runtime.session.events import Kind
 
     if args.from_s is not None and args.to_s is not None and args.to_s <= args.from_s:
         raise UserError(f"--to ({args.to_s:g}) must be after --from ({args.from_s:g})")
@@ -33,5 +34,6 @@ def run(args: argparse.Namespace) -> int:
     drawn = render_timeline(events, args.out, from_s=args.from_s, to_s=args.to_s,
                             title=f"{recording.dir.name} ({recording.manifest.scenario})")
     print(json.dumps(drawn) if args.json else f"{drawn['path']}: {drawn['n_events']} events from {drawn['from_s']:.2f} "
-          f"s to {drawn['to_s']:.2f} s, {drawn['n_generation_bumps']} generation bumps")
+          f"s to {drawn['to_s']:.2f} s, {drawn['n_generation_bumps']} generation bumps, "
+          f"{drawn['drawn'].get(MARKERS[Kind.THINKER_NOTE][3], 0)} Thinker notes")
     return 0

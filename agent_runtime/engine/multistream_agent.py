@@ -126,7 +126,8 @@ class MultiStreamAgent:
         self.thinker = ThinkerStream(ctx, encode(self.tok, THOUGHT_PROMPT), end_tokens=end_tokens,
                                      sample=sample if own is None else sampler(own, seed),
                                      paragraph_tokens=budgets.thinker_tokens_per_paragraph,
-                                     while_deciding=engine.think_while_deciding, on_paragraph=hooks["on_paragraph"])
+                                     while_deciding=engine.think_while_deciding, on_paragraph=hooks["on_paragraph"],
+                                     frames=self.frames)
         self.commentary = CommentaryStream(
             ctx, encode(self.tok, COMMENTARY_PROMPT), sample=sample, on_sentence=on_sentence, end_tokens=end_tokens,
             context=lambda: self.action.view.blocks[:] if self.frames.in_view else [],

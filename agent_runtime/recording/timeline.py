@@ -24,6 +24,7 @@ MARKERS = {
     "engine_step": ("prefill", ".", "0.6", "engine step"),
     "token": ("thinker", ".", "0.35", "Thinker token"),
     "thinker_paragraph": ("thinker", "D", "tab:purple", "Thinker paragraph"),
+    "thinker_note": ("thinker", "*", "tab:red", "Thinker note (its claims)"),
     "action_emitted": ("actions", "o", "tab:gray", "action emitted"),
     "action_executed": ("actions", "^", "tab:green", "action executed"),
     "action_fenced": ("actions", "X", "tab:red", "action fenced"),
@@ -35,9 +36,9 @@ MARKERS = {
     "playback_stop": ("playback", "<", "tab:red", "playback stop"),
     "barge_in": ("playback", "*", "tab:orange", "barge-in"),
 }
-TEXT_KINDS = {"thinker_paragraph", "action_executed", "action_fenced", "asr_partial", "asr_final", "user_input", "tts_chunk"}
+TEXT_KINDS = {"thinker_paragraph", "thinker_note", "action_executed", "action_fenced", "asr_partial", "asr_final", "user_input", "tts_chunk"}
 # kinds that share a lane at the same instant sit a little apart so neither hides the other
-LANE_OFFSETS = {"action_emitted": 0.12, "action_executed": -0.12, "action_fenced": -0.12}
+LANE_OFFSETS = {"action_emitted": 0.12, "action_executed": -0.12, "action_fenced": -0.12, "thinker_note": 0.12}
 
 
 @dataclass(frozen=True)
@@ -128,7 +129,7 @@ def render_timeline(events: Iterable[Event], out_png: str | Path, *, from_s: flo
     used = _draw_events(ax, shown, lane_y)
     n_bumps = _draw_bumps(ax, timed, shown, lo, top=len(lanes) - 0.4)
     if n_bumps:
-        used.setdefault("generation bump (interruption)", ("|", "tab:red"))
+        used.setdefault("generation bump (interruption)", ("|", "tab:red", n_bumps))
     _finish_axes(ax, lanes, lane_y, shown, lo, hi, title, used)
     fig.tight_layout()
     out = Path(out_png)
@@ -138,11 +139,13 @@ def render_timeline(events: Iterable[Event], out_png: str | Path, *, from_s: flo
         raise UserError(f"cannot write {out}: {e.strerror or e}") from None
     finally:
         plt.close(fig)
-    return {"path": str(out), "from_s": lo, "to_s": hi, "n_events": len(shown), "n_generation_bumps": n_bumps}
+    return {"path": str(out), "from_s": lo, "to_s": hi, "n_events": len(shown), "n_generation_bumps": n_bumps,
+            "drawn": {legend: count for legend, (_, _, count) in used.items()}}
 
 
 def _draw_events(ax, shown, lane_y: dict) -> dict[str, tuple]:
-    """One marker per event in its lane, with a few labels per lane; returns the legend entries used."""
+    """One marker per event in its lane, with a few labels per lane; returns the legend entries used (marker,
+    color, how many drawn)."""
     used: dict[str, tuple] = {}
     labels_in_lane: dict[str, int] = {}
     last_label: dict[tuple[str, str], str] = {}  # a label repeats only when its text changed (ATTACK, ATTACK, ...)
@@ -154,7 +157,7 @@ def _draw_events(ax, shown, lane_y: dict) -> dict[str, tuple]:
         y, size = lane_y[lane], 4 if kind in (Kind.TOKEN, Kind.ENGINE_STEP) else 8
         ax.plot([te.t], [y + LANE_OFFSETS.get(kind, 0.0)], marker=marker, color=color, markersize=size,
                 linestyle="none", zorder=3)
-        used.setdefault(legend, (marker, color))
+        used[legend] = (marker, color, used.get(legend, (None, None, 0))[2] + 1)
         text = event_text(te.event) if kind in TEXT_KINDS else ""
         if kind == Kind.ASR_FINAL:
             text = "endpoint: " + text if text else "endpoint"
@@ -193,6 +196,6 @@ def _finish_axes(ax, lanes, lane_y, shown, lo: float, hi: float, title, used: di
     ax.set_title(title or "session timeline", fontsize=10, loc="left")
     if not shown:
         ax.text((lo + hi) / 2, len(lanes) / 2, "no events in this time range", ha="center", color="0.4")
-    handles = [Line2D([], [], marker=m, color=c, linestyle="none", label=name) for name, (m, c) in used.items()]
+    handles = [Line2D([], [], marker=m, color=c, linestyle="none", label=name) for name, (m, c, _) in used.items()]
     if handles:
         ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=7, frameon=False)

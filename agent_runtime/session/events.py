@@ -20,8 +20,9 @@ class Kind:
     ENGINE_STEP = "engine_step"  # one batched forward (batch: [(role, tokens)], compute_ms, pool_used_pages)
     CLOCK_ADVANCE = "clock_advance"  # a synchronous world moved by a step's cost (step, cost_ms)
     TOKEN = "token"  # a Thinker token (token, text)
-    THINKER_PARAGRAPH = "thinker_paragraph"  # a finished thought paragraph (text)
-    ACTION_EMITTED = "action_emitted"  # a decision (command, frame_tic)
+    THINKER_PARAGRAPH = "thinker_paragraph"  # a finished thought paragraph (text); tic: the newest frame in view
+    THINKER_NOTE = "thinker_note"  # that paragraph makes claims in the notes' vocabulary (text, claims, noise)
+    ACTION_EMITTED = "action_emitted"  # a decision (command, frame_tic, note_in_view)
     ACTION_EXECUTED = "action_executed"  # an action ran (command, frame_tic, frame_age_ms)
     ACTION_FENCED = "action_fenced"  # an action was dropped unrun (reason: generation | frame_age)
     SESSION_END = "session_end"  # the last event of a recording (reason, detail)

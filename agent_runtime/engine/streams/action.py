@@ -92,7 +92,7 @@ class ActionStream(Stream):
             self.next_decision_tic = self.frame.frame.tic + command.tics
         tic = self.frame.frame.tic
         self.emit(Kind.ACTION_EMITTED, "action", generation=self.generation, tic=tic, sim_ms=plan.now_ms,
-                  command=command.text, frame_tic=tic)
+                  command=command.text, frame_tic=tic, note_in_view=self.stats.note_in_view)
         return Action(command, self.generation, tic, self.frame.read_ms, plan.now_ms)
 
     def restart(self) -> None:

@@ -9,24 +9,25 @@ from agent_runtime.engine.prompts import thought_text
 from agent_runtime.engine.streams.stream import StepPlan, Stream
 from agent_runtime.engine.view import View
 from agent_runtime.session.events import Kind
-from agent_runtime.thinking.vocabulary import parse_claims
+from agent_runtime.thinking.vocabulary import join, parse_claims
 
 
 class ThinkerStream(Stream):
     role = "thinker"
 
     def __init__(self, ctx, prompt: list[int], *, paragraph_tokens: int, end_tokens, sample, while_deciding=True,
-                 on_paragraph=None):
+                 on_paragraph=None, frames=None):
         """while_deciding=False: no token in a step where the action stream decides (its cost is the reaction),
         unless the Thinker sat out the step before too (decisions on every step must not starve it).
         on_paragraph(view): called as each paragraph's first token is chosen, with the view it read (its blocks filled
         by that forward; its own block holds the prompt); the tokens it returns (ending in a newline) are the
-        paragraph's, written instead of sampled; None: the model writes it."""
+        paragraph's, written instead of sampled; None: the model writes it. frames: the frame stream, whose newest
+        frame in view stamps each paragraph's events with its tic."""
         super().__init__(ctx)
         self.while_deciding, self.sat_out = while_deciding, False
         self.prompt, self.paragraph_budget, self.end_tokens, self.sample = prompt, paragraph_tokens, end_tokens, sample
         self.view = View(self.store, name="thinker", own_label="thought")
-        self.on_paragraph, self.forced = on_paragraph, None
+        self.on_paragraph, self.forced, self.frames = on_paragraph, None, frames
         self.pending = list(prompt)
         self.paragraph_tokens = 0
 
@@ -53,8 +54,14 @@ class ThinkerStream(Stream):
         self.sections.add("thoughts", block)
         self.stats.thinker_paragraphs += 1
         text = self.tok.decode(block.token_ids)
-        self.stats.note_in_view = bool(parse_claims(thought_text(text))[0])
+        claims, noise = parse_claims(thought_text(text))
+        self.stats.note_in_view = bool(claims)
         self.stats.notes += self.stats.note_in_view
-        self.emit(Kind.THINKER_PARAGRAPH, "thinker", sim_ms=plan.now_ms, text=text)
+        newest = self.frames.newest_in_view() if self.frames is not None else None
+        tic = newest.frame.tic if newest is not None else None
+        self.emit(Kind.THINKER_PARAGRAPH, "thinker", tic=tic, sim_ms=plan.now_ms, text=text)
+        if claims:  # a note: what it claims, in the vocabulary's own words (bench words judges them)
+            self.emit(Kind.THINKER_NOTE, "thinker", tic=tic, sim_ms=plan.now_ms, text=join(claims),
+                      claims=[c.text() for c in claims], noise=noise)
         self.pending, self.forced = list(self.prompt), None
         self.paragraph_tokens = 0
