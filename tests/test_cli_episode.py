@@ -114,3 +114,15 @@ def test_bad_input_is_one_line_and_exit_code_2(tmp_path, make_args, expected):
     assert expected in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
     assert proc.stdout == ""
+
+
+def test_the_readable_result_says_how_many_notes_the_thinker_wrote_and_how_many_decisions_read_one():
+    from agent_runtime.commands.episode import _readable
+
+    result = {"episode": 0, "reward": 5.0, "kills": 6, "tics": 2100, "policy": "llm", "scenario": "defend_the_center",
+              "seed": 0, "actions_executed": 190, "actions_fenced": 0, "frames_dropped": 9, "thinker_tokens": 400,
+              "reaction_ms_p50": 60.0, "reaction_ms_p95": 90.0, "thinker_paragraphs": 40, "notes": 30,
+              "decisions": 200, "decisions_with_note": 150}
+    # 2,100 tics are one minute of game time
+    assert "notes 30 of 40 paragraphs (30 a minute), decisions with a note in view 150/200" in _readable(result)
+    assert "notes" not in _readable({**result, "thinker_paragraphs": 0})  # no Thinker (no_think): nothing to say

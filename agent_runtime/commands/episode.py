@@ -43,6 +43,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def _readable(result: dict) -> str:
     from agent_runtime.benchmarks.measure import shown
+    from agent_runtime.benchmarks.words_bench import note_rates
 
     line = (f"episode {result['episode']}: reward {result['reward']:g}, kills {result['kills']}, tics {result['tics']}"
             f" ({result['policy']} on {result['scenario']}, seed {result['seed']})")
@@ -51,6 +52,11 @@ def _readable(result: dict) -> str:
         line += (f"\n  actions executed {result['actions_executed']}, fenced {result['actions_fenced']}, "
                  f"frames dropped {result['frames_dropped']}, thinker tokens {result['thinker_tokens']}, "
                  f"reaction p50 {shown(p50, ' ms')} p95 {shown(p95, ' ms')}")
+    if result.get("thinker_paragraphs", 0) > 0:  # the Thinker wrote: how much of it were notes, and read by decisions
+        rates = note_rates({key: max(result[key], 0) for key in ("tics", "notes", "decisions", "decisions_with_note")})
+        line += (f"\n  notes {result['notes']} of {result['thinker_paragraphs']} paragraphs "
+                 f"({shown(rates['notes_per_minute'], ' a minute')}), decisions with a note in view "
+                 f"{result['decisions_with_note']}/{result['decisions']}")
     return line
 
 
