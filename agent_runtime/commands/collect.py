@@ -1,6 +1,6 @@
 """`agent-runtime collect`: DAgger data (training/collection.py). The multi-stream agent plays as it is, the
-lag-aware expert labels each decision and the planner each Thinker paragraph, and the view tokens with the labels go
-to an append-only data set. Run it
+lag-aware expert labels each decision, the planner each Thinker paragraph and (--remarks) the describer each remark,
+and the view tokens with the labels go to an append-only data set. Run it
 again on the same --out to resume: a run killed mid-episode loses only that episode; finished ones are never touched.
 """
 
@@ -27,6 +27,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="each Thinker paragraph is the planner's note (written into the view for the other streams "
                         "to read) with probability P, else the model's (default 1; the planner's note is stored as "
                         "the label either way, in notes.jsonl)")
+    p.add_argument("--remarks", action="store_true",
+                   help="the agent also makes remarks, as in `live` (its commentary stream runs), and the describer's "
+                        "remark for each remark's view is stored as its label, in remarks.jsonl (default: no remarks)")
     add_options(p, "--max-tics", "--config", "--threads", "--fixed-cost", "--frame-source", "--json")
     p.add_argument("--labeller", choices=("view", "full"), default="view",
                    help="who labels: view (default), the expert restricted to what the action view holds, whose labels "
@@ -39,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
     from agent_runtime.session.episodes import fixed_cost
     from agent_runtime.training.collection import collect_episode, episode_line, open_runtime, print_totals
     from agent_runtime.config import from_args
-    from agent_runtime.training.decision_log import DECISIONS, EPISODES, MANIFEST, NOTES, DecisionLog
+    from agent_runtime.training.decision_log import DECISIONS, EPISODES, MANIFEST, NOTES, REMARKS, DecisionLog
 
     at_least(args, 1, "--episodes", "--max-tics")
     for flag in ("--expert-acts", "--planner-writes"):
@@ -49,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     fanout.check(args)
     require_cuda(args.device)
     from_args(args)  # the flags left unset take the config's values
-    out = own_dir(args.out, "--out", frozenset({DECISIONS, EPISODES, MANIFEST, NOTES}), MANIFEST,
+    out = own_dir(args.out, "--out", frozenset({DECISIONS, EPISODES, MANIFEST, NOTES, REMARKS}), MANIFEST,
                   "a data set from `collect`")
     if fanout.wanted(args):  # Ray workers play and label; this process writes the data set in episode order
         return run_collect(args, out)

@@ -73,7 +73,7 @@ class MultiStreamAgent:
     def __init__(self, runner: ModelRunner, tokenizer, grammar: ActionGrammar, generation: SessionGeneration, *,
                  engine: EngineConfig, budgets: BudgetConfig, scenario: str, seed: int = 0, commentary: bool = False,
                  on_sentence=None, on_decision=None, bus: EventBus | None = None, notify=warning_line,
-                 frame_encoder=LABELS, vision=None, encode_cost=None, on_paragraph=None):
+                 frame_encoder=LABELS, vision=None, encode_cost=None, on_paragraph=None, on_remark=None):
         """engine and budgets: the run's config sections, the one source of the engine's options (config.py says
         what each means). on_decision(view_tokens, timed_frame, command, isolated_spans, block_layout): called at
         every decision with the tokens the action view read, its isolated spans and its blocks (data collection); a
@@ -84,7 +84,8 @@ class MultiStreamAgent:
         frame_encoder: what writes the frame lines (Runtime.frame_encoder: from the labels or the screen; None: no
         line); vision: a vision-language model's VisionEncoder whose image tokens frame blocks hold (Runtime.vision);
         encode_cost: the clock's time for a frame's encoding (FrameStream). on_paragraph(view): the Thinker's
-        teacher at each paragraph's start (ThinkerStream; data collection)."""
+        teacher at each paragraph's start (ThinkerStream; data collection); on_remark(view): the commentary's at each
+        remark's start (CommentaryStream)."""
         whole_log = engine.action_log_in_view is None
         decisions_per_block, kept = (8, 1) if whole_log else (1, max(engine.action_log_in_view, ACTION_LOG_KEPT))
         self.runner, self.store, self.tok, self.generation, self.bus = runner, runner.store, tokenizer, generation, bus
@@ -98,7 +99,7 @@ class MultiStreamAgent:
             "history": budgets.thinker_frames_in_view or 0})
         self.sections.add("system", prefill_system(runner, tokenizer, grammar, scenario))
         self._build_streams(grammar, engine, budgets, seed, decisions_per_block, commentary, on_sentence,
-                            dict(on_decision=on_decision, on_paragraph=on_paragraph), notify,
+                            dict(on_decision=on_decision, on_paragraph=on_paragraph, on_remark=on_remark), notify,
                             dict(encoder=frame_encoder, vision=vision, encode_cost=encode_cost))
         # the Thinker reads every section (its frames from the longer history where it keeps one); the action view
         # its own past decisions and the frames only as many as asked (None: all), with the newest remark and thought
@@ -131,7 +132,8 @@ class MultiStreamAgent:
         self.commentary = CommentaryStream(
             ctx, encode(self.tok, COMMENTARY_PROMPT), sample=sample, on_sentence=on_sentence, end_tokens=end_tokens,
             context=lambda: self.action.view.blocks[:] if self.frames.in_view else [],
-            interval_ms=engine.commentary_interval_ms, max_tokens=engine.commentary_max_tokens)
+            interval_ms=engine.commentary_interval_ms, max_tokens=engine.commentary_max_tokens,
+            on_remark=hooks["on_remark"])
         decoders = [self.action] + ([self.thinker] if engine.think else []) + ([self.commentary] if commentary else [])
         # the schedule's order: the newest frame first, then text in, then the decoders (action first: it decides)
         self.streams = [self.frames, self.user, self.heard, *decoders]

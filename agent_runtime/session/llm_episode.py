@@ -15,11 +15,12 @@ def run_llm_episode(env: DoomEnv, runtime: Runtime, *, seed: int | None = None, 
                     user_script: dict | None = None, progress=None, record_path: str | None = None,
                     agent_seed: int = 0, replay_costs: list[float] | None = None,
                     replay_encode_ms: list[float] | None = None, on_decision=None, commentary: bool = False,
-                    on_paragraph=None) -> dict:
+                    on_paragraph=None, on_remark=None) -> dict:
     """Play one episode with the multi-stream agent; return its result (SessionLoop.result) and timing metrics.
     user_script: {engine step: text or (text, command)}; replay_costs, replay_encode_ms: step costs and frame
     encoding times (ms) to charge, not measured. commentary: the agent also makes remarks (events only).
-    on_decision, on_paragraph: the action stream's and the Thinker's teachers (data collection; MultiStreamAgent)."""
+    on_decision, on_paragraph, on_remark: the action stream's, the Thinker's and the commentary's teachers (data
+    collection; MultiStreamAgent)."""
     config = runtime.config
     bounds = runtime.time_bounds(fixed_cost)
     engine = config.engine.model_copy(update={"think": think and config.engine.think})
@@ -29,7 +30,7 @@ def run_llm_episode(env: DoomEnv, runtime: Runtime, *, seed: int | None = None, 
         lambda generation: MultiStreamAgent(runtime.runner, runtime.tokenizer, runtime.grammar, generation,
                                             engine=engine, budgets=config.budgets, scenario=env.scenario,
                                             seed=agent_seed, on_decision=on_decision, bus=bus, commentary=commentary,
-                                            on_paragraph=on_paragraph,
+                                            on_paragraph=on_paragraph, on_remark=on_remark,
                                             frame_encoder=runtime.frame_encoder, vision=runtime.vision,
                                             encode_cost=clock.frame_encode_ms),
         inputs=ScriptedInputs(user_script, runtime.grammar) if user_script else None, bus=bus, progress=progress,

@@ -11,6 +11,7 @@ from agent_runtime.session.llm_episode import run_llm_episode
 from agent_runtime.session.runtime import Runtime
 from agent_runtime.training.expert_labeler import ExpertLabeler
 from agent_runtime.training.note_labeler import NoteLabeler
+from agent_runtime.training.remark_labeler import RemarkLabeler
 
 
 def open_runtime(args, threads: int | None, *, announce: bool = True):
@@ -26,6 +27,7 @@ def open_runtime(args, threads: int | None, *, announce: bool = True):
         "adapter": loaded.adapter.hash if loaded.adapter else None,
         "expert": "expert" if args.labeller == "full" else "view_expert", "expert_acts": args.expert_acts,
         "planner_writes": args.planner_writes if config.engine.think else None,  # notes.jsonl: the planner's notes
+        "remarks": args.remarks,  # remarks.jsonl: the describer's remarks
         "seed": args.seed, "max_tics": args.max_tics,
         "clock": "fixed_cost" if args.fixed_cost else "compute", "cpu_path": loaded.cpu.summary(),
         "config": config.model_dump(), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -41,14 +43,19 @@ def collect_episode(runtime, log, index: int, args) -> dict:
     labeler.start_episode(index, seed)
     notes = NoteLabeler(runtime.tokenizer, log, planner_writes=args.planner_writes)
     notes.start_episode(index, seed)
+    remarks = RemarkLabeler(runtime.tokenizer, log) if args.remarks else None
+    if remarks is not None:
+        remarks.start_episode(index)
     bus = EventBus("collect", keep=False)
     bus.sinks.append(labeler)  # executed commands: the expert's commands in flight; paragraphs: the note in view
     result = run_llm_episode(env, runtime, seed=seed, agent_seed=seed, max_tics=args.max_tics,
                              fixed_cost=fixed_cost(args), bus=bus, on_decision=labeler.on_decision,
-                             on_paragraph=notes.on_paragraph)
+                             on_paragraph=notes.on_paragraph, commentary=remarks is not None,
+                             on_remark=remarks.on_remark if remarks is not None else None)
     return {"episode": index, "seed": seed, "decisions": labeler.decisions,
             "agreement": labeler.agreed / labeler.decisions if labeler.decisions else None,
             "expert_acted": labeler.expert_acted, "notes": notes.notes, "notes_planner_wrote": notes.written,
+            "remarks": remarks.remarks if remarks is not None else 0,
             "kills": result["kills"], "reward": result["reward"], "tics": result["tics"],
             "actions_executed": result["actions_executed"], "actions_fenced": result["actions_fenced"]}
 

@@ -2,9 +2,10 @@
 
 decisions.jsonl holds per decision the exact tokens the action view read (what a plain model would read), the
 model's command and the expert's label for the same frame; notes.jsonl per Thinker paragraph the tokens the
-Thinker's view read and the planner's note for it; episodes.jsonl a line per complete episode, with the byte lengths
-both had then. All are append-only and flushed per line, so a killed run leaves readable files; a resumed run cuts
-decisions.jsonl and notes.jsonl back to the last complete episode and plays that one again.
+Thinker's view read and the planner's note for it; remarks.jsonl (collect --remarks) per remark the tokens its view
+read and the describer's remark for it; episodes.jsonl a line per complete episode, with the byte lengths they all
+had then. All are append-only and flushed per line, so a killed run leaves readable files; a resumed run cuts them
+back to the last complete episode and plays that one again.
 """
 
 import json
@@ -18,6 +19,7 @@ from agent_runtime.errors import UserError, first_line
 FORMAT_VERSION = 1
 DECISIONS = "decisions.jsonl"
 NOTES = "notes.jsonl"
+REMARKS = "remarks.jsonl"
 EPISODES = "episodes.jsonl"
 MANIFEST = "manifest.json"
 IDENTITY_KEYS = ("scenario", "model_id", "model_weight_hash", "adapter")  # a resumed run must match these
@@ -56,8 +58,25 @@ class NoteExample:
     to_json = Decision.to_json
 
 
-# per file: the episodes.jsonl key of its length at each complete episode (a data set from before notes: none)
-LENGTH_KEYS = {DECISIONS: "decisions_bytes", NOTES: "notes_bytes"}
+@dataclass
+class RemarkExample:
+    """One remarks.jsonl line, its keys in this order: a remark's view and what the describer would say there."""
+
+    episode: int
+    frame_tic: int  # the newest frame the view held
+    tokens: list[int]  # the remark's view as it started
+    prompt: list[int]  # the remark's prompt ("\nSay:")
+    target: list[int]  # the describer's remark, ending in a newline: what the model learns to say after the prompt
+    remark: str
+    isolated: list[list[int]] | None = None
+
+    to_json = Decision.to_json
+
+
+# per file: the episodes.jsonl key of its length at each complete episode (a data set from before notes or remarks:
+# none)
+LENGTH_KEYS = {DECISIONS: "decisions_bytes", NOTES: "notes_bytes", REMARKS: "remarks_bytes"}
+FILE_OF = {Decision: DECISIONS, NoteExample: NOTES, RemarkExample: REMARKS}
 
 
 def read_episodes(directory: str | Path) -> list[dict]:
@@ -113,8 +132,8 @@ class DecisionLog:
     def next_episode(self) -> int:
         return len(self.episodes)
 
-    def add(self, item: Decision | NoteExample) -> None:
-        f = self._files[NOTES if isinstance(item, NoteExample) else DECISIONS]
+    def add(self, item: Decision | NoteExample | RemarkExample) -> None:
+        f = self._files[FILE_OF[type(item)]]
         f.write(item.to_json().encode() + b"\n")
         f.flush()
 
@@ -135,8 +154,8 @@ class DecisionLog:
 
 
 def complete_bytes(directory: str | Path, name: str = DECISIONS) -> bytes:
-    """decisions.jsonl (or notes.jsonl) up to the end of the last complete episode (what a data set holds for good;
-    a data set from before notes holds none)."""
+    """decisions.jsonl (or notes.jsonl, remarks.jsonl) up to the end of the last complete episode (what a data set
+    holds for good; a data set from before notes or remarks holds none of them)."""
     directory = Path(directory)
     if not (directory / MANIFEST).is_file():
         raise UserError(f"{directory}: not a data set (no {MANIFEST}); make one with `agent-runtime collect`")

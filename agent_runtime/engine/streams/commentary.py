@@ -16,10 +16,13 @@ class CommentaryStream(Stream):
     role = "commentary"
 
     def __init__(self, ctx, prompt: list[int], *, context, sample, on_sentence=None,
-                 interval_ms: float = 4000.0, max_tokens: int = 24, end_tokens: set[int] = frozenset()):
-        """context(): the blocks a new remark reads (none: no remark yet); on_sentence(text, generation)."""
+                 interval_ms: float = 4000.0, max_tokens: int = 24, end_tokens: set[int] = frozenset(), on_remark=None):
+        """context(): the blocks a new remark reads (none: no remark yet); on_sentence(text, generation);
+        on_remark(view): called as each remark's first token is chosen, with the view it read (its blocks filled by
+        that forward; its own block holds the prompt): a teacher's label for it (data collection)."""
         super().__init__(ctx)
         self.prompt, self.context, self.sample, self.on_sentence = prompt, context, sample, on_sentence
+        self.on_remark = on_remark
         self.interval_ms, self.max_tokens, self.end_tokens = interval_ms, max_tokens, end_tokens
         self.view: View | None = None  # the remark being decoded, and its state below
         self.pending, self.generation, self.text, self.sent_upto, self.tokens = [], 0, "", 0, 0
@@ -56,6 +59,8 @@ class CommentaryStream(Stream):
         token = self.sample(logits[0])
         if self.view is None:
             return None
+        if self.tokens == 0 and self.on_remark is not None:
+            self.on_remark(self.view)
         piece = self.tok.decode([token])
         self.tokens += 1
         ended = token in self.end_tokens or "\n" in piece or self.tokens >= self.max_tokens
