@@ -48,3 +48,30 @@ def test_collect_with_remarks_stores_the_describers_remark_for_each_remark_view(
     assert proc.returncode == 0, proc.stderr
     assert complete_bytes(tmp_path / "n", REMARKS) == b""
     assert json.loads((tmp_path / "n" / "episodes.jsonl").read_text())["remarks"] == 0
+
+
+def test_train_learns_the_remarks_beside_the_commands_and_notes(tmp_path):
+    data = tmp_path / "data"
+    proc = run_cli("collect", "--model", "tiny:llama", "--fixed-cost", "--threads", "1", "--out", str(data),
+                   "--episodes", "2", "--max-tics", "300", "--remarks", cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    n_remarks = len(parse_decisions(complete_bytes(data, REMARKS)))
+    adapter = tmp_path / "adapter"
+    proc = run_cli("train", "--data", str(data), "--out", str(adapter), "--steps", "16", "--threads", "1",
+                   "--held-out", "0.5", "--lr", "0.01", "--layers-from", "0", "--no-notes", "--json", cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    manifest = json.loads((adapter / "manifest.json").read_text())
+    remarks, losses = manifest["remarks"], manifest["history"]["remark_losses"]
+    assert remarks["train"] > 0 and remarks["train"] + remarks["held_out"] == n_remarks
+    # the describer's words are being learnt: a tiny random model starts near ln(vocabulary) = 10.8 a token and
+    # moves slowly (measured: 10.5 -> 9.9 over the first and last four of 16 steps)
+    assert len(losses) == 16 and sum(losses[-4:]) / 4 < sum(losses[:4]) / 4 - 0.4, losses
+    assert manifest["notes"]["train"] == 0  # left out here: their words overlap the remarks' and would teach them too
+    reported = json.loads(proc.stdout)["remarks"]
+    assert (reported is None) == (remarks["held_out"] == 0)
+    proc = run_cli("train", "--data", str(data), "--out", str(tmp_path / "plain"), "--steps", "2", "--threads", "1",
+                   "--held-out", "0.5", "--no-remarks", cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    plain = json.loads((tmp_path / "plain" / "manifest.json").read_text())
+    assert plain["remarks"]["train"] == 0 and plain["history"]["remark_losses"] == []
+    assert plain["data_hash"] == manifest["data_hash"]  # the same data; only what is trained differs

@@ -1,9 +1,9 @@
-"""`agent-runtime train`: a LoRA adapter that makes the model score the expert's command highest and write the
-planner's notes.
+"""`agent-runtime train`: a LoRA adapter that makes the model score the expert's command highest, write the
+planner's notes and say the describer's remarks.
 
 LoRA (peft) on the upper layers of the model the `collect` data came from, in float32, trained with
-class-balanced cross-entropy over the action stream's candidate commands (and, where the data holds Thinker notes,
-token cross-entropy of the notes: one adapter for both streams), fixed seeds. ADAPTER/ holds peft's files,
+class-balanced cross-entropy over the action stream's candidate commands (and, where the data holds Thinker notes
+or remarks, token cross-entropy of them: one adapter for every stream), fixed seeds. ADAPTER/ holds peft's files,
 manifest.json (data hashes, base weight hash, settings, held-out accuracy, curves) and training.png; it is
 written to a temporary directory and renamed, so a killed run leaves no half adapter.
 """
@@ -40,31 +40,36 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "trained the same way on the same episodes (default agent)")
     p.add_argument("--no-notes", action="store_true",
                    help="train the commands only, even where the data holds Thinker notes (default: both)")
+    p.add_argument("--no-remarks", action="store_true",
+                   help="leave out the remarks where the data holds them (`collect --remarks`; default: trained too)")
     add_options(p, "--threads", "--device", "--json")
     p.add_argument("--dtype", **{**OPTIONS["--dtype"], "help": "float32 (or auto): LoRA trains in float32"})
 
 
-def _data_sets(dirs: list[str]) -> tuple[list[dict], list[list[dict]], list[list[dict]], str]:
-    """Manifests, decisions, Thinker notes and a hash of the data (the complete episodes' bytes) of every data set."""
-    from agent_runtime.training.decision_log import MANIFEST, NOTES, complete_bytes, parse_decisions
+def _data_sets(dirs: list[str]) -> tuple[list[dict], list[list[dict]], list[list[dict]], list[list[dict]], str]:
+    """Manifests, decisions, Thinker notes, remarks and a hash of the data (the complete episodes' bytes) of every
+    data set."""
+    from agent_runtime.training.decision_log import MANIFEST, NOTES, REMARKS, complete_bytes, parse_decisions
 
-    manifests, decisions, notes = [], [], []
+    manifests, decisions, notes, remarks = [], [], [], []
     h = hashlib.sha256()
     for d in dirs:
         data = complete_bytes(d)  # a directory that is no data set is a clear error
-        note_data = complete_bytes(d, NOTES)
+        note_data, remark_data = complete_bytes(d, NOTES), complete_bytes(d, REMARKS)
         h.update(data)
-        h.update(note_data)  # b"" for a data set without notes: the hash of older data is unchanged
+        h.update(note_data)  # b"" for a data set without notes (or remarks): the hash of older data is unchanged
+        h.update(remark_data)
         manifests.append(json.loads((Path(d) / MANIFEST).read_text()))
         decisions.append(parse_decisions(data))
         notes.append(parse_decisions(note_data))
+        remarks.append(parse_decisions(remark_data))
     for key in ("buttons", "model_weight_hash"):
         if len({json.dumps(m.get(key)) for m in manifests}) > 1:
             raise UserError(f"the data sets differ in {key}; "
                             "train on data of one scenario's buttons and one base model")
     if not any(decisions):
         raise UserError("the data sets hold no complete episode yet; run `agent-runtime collect` first")
-    return manifests, decisions, notes, h.hexdigest()[:16]
+    return manifests, decisions, notes, remarks, h.hexdigest()[:16]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -76,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
     from agent_runtime.training.note_scores import NoteTarget
 
     _check_options(args)
-    manifests, decisions, note_rows, data_hash = _data_sets(args.data)
+    manifests, decisions, note_rows, remark_rows, data_hash = _data_sets(args.data)
     engine = _view_settings(manifests, args.data)
     out = adapter_out(args.out, args.data)  # before the model loads: a bad --out costs no training
     spec = args.model or (manifests[0]["model_id"] if manifests[0]["model_id"] != EMBEDDED_MODEL_ID else None)
@@ -93,10 +98,12 @@ def run(args: argparse.Namespace) -> int:
     settings = TrainSettings(steps=args.steps, batch=args.batch, lr=args.lr, rank=args.rank,
                              layers_from=args.layers_from, held_out=args.held_out, seed=args.seed)
     train_set, test_set = split(examples, settings.held_out, settings.seed)
-    notes = [NoteTarget(row["tokens"], row["prompt"], row["target"], (d, row["episode"]), row.get("isolated"))
-             for d, rows in zip(args.data, note_rows) for row in rows
-             if args.views == "agent" and not args.no_notes]  # the read-act agent has no Thinker
-    notes_split = _split_like(notes, test_set, settings)
+    texts = {}  # the read-act agent has no Thinker and makes no remarks
+    for name, rows_per_set, left_out in (("notes", note_rows, args.no_notes), ("remarks", remark_rows, args.no_remarks)):
+        targets = [NoteTarget(row["tokens"], row["prompt"], row["target"], (d, row["episode"]), row.get("isolated"))
+                   for d, rows in zip(args.data, rows_per_set) for row in rows
+                   if args.views == "agent" and not left_out]
+        texts[name] = _split_like(targets, test_set, settings)
     model = with_adapters(loaded.model.to(args.device), settings)
     pad = loaded.tokenizer.pad_token_id or 0
     before = evaluate(model, test_set, candidates, batch=settings.batch, pad_id=pad)
@@ -106,9 +113,9 @@ def run(args: argparse.Namespace) -> int:
     # closed on a stop (SIGINT) or an error mid-training too: the next line is a line of its own
     with progress_bar(settings.steps, "train", "step") as bar:
         history = train(model, train_set, test_set, candidates, settings, pad_id=pad, progress=_progress(bar),
-                        notes=notes_split)
+                        notes=texts["notes"], remarks=texts["remarks"])
     after = history.final or evaluate(model, test_set, candidates, batch=settings.batch, pad_id=pad)
-    curves = {k: v for k, v in asdict(history).items() if k not in ("final", "final_notes")}
+    curves = {k: v for k, v in asdict(history).items() if k not in ("final", "final_notes", "final_remarks")}
     manifest = {
         "format_version": 1, "base_model_id": loaded.model_id, "base_weight_hash": loaded.base_weight_hash,
         "data": [str(Path(d).resolve()) for d in args.data], "data_hash": data_hash,
@@ -117,13 +124,15 @@ def run(args: argparse.Namespace) -> int:
         "held_out_decisions": len(test_set), "held_out_untrained": before, "held_out": after, "engine": engine,
         "block_masks": all(e.isolated is not None for e in examples),  # scored as the engine attends
         "views": args.views,
-        "notes": {"train": len(notes_split[0]), "held_out": len(notes_split[1]),
+        "notes": {"train": len(texts["notes"][0]), "held_out": len(texts["notes"][1]),
                   "held_out_result": history.final_notes},
+        "remarks": {"train": len(texts["remarks"][0]), "held_out": len(texts["remarks"][1]),
+                    "held_out_result": history.final_remarks},
         "train_seconds": round(time.monotonic() - t0, 1), "device": args.device, "history": curves,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
     _write_adapter(model, out, manifest)
-    _report(args, out, before, after, history.final_notes)
+    _report(args, out, before, after, history.final_notes, history.final_remarks)
     return 0
 
 
@@ -152,16 +161,18 @@ def _check_options(args) -> None:
     require_cuda(args.device)
 
 
-def _report(args, out: Path, before: dict, after: dict, notes: dict | None) -> None:
-    """The closing line (or JSON object): held-out accuracy before and after, and how the notes came out."""
+def _report(args, out: Path, before: dict, after: dict, notes: dict | None, remarks: dict | None) -> None:
+    """The closing line (or JSON object): held-out accuracy before and after, and how the notes and remarks came
+    out."""
     if args.json:
-        print(json.dumps({"adapter": str(out), "held_out_untrained": before, "held_out": after, "notes": notes}))
+        print(json.dumps({"adapter": str(out), "held_out_untrained": before, "held_out": after, "notes": notes,
+                          "remarks": remarks}))
         return
+    texts = "".join(f"; {name}: {r['token_accuracy']:.1%} of held-out {name[:-1]} tokens, {r['exact']:.1%} of "
+                    f"{name} whole" for name, r in (("notes", notes), ("remarks", remarks)) if r)
     print(f"{out}: held-out accuracy {before['accuracy']:.1%} -> {after['accuracy']:.1%} (the command alone, any "
           f"hold: {before['command_accuracy']:.1%} -> {after['command_accuracy']:.1%}; "
-          f"{', '.join(f'{k} {v:.0%}' for k, v in after['per_command'].items())})"
-          + (f"; notes: {notes['token_accuracy']:.1%} of held-out note tokens, {notes['exact']:.1%} of notes whole"
-             if notes else "") + f"; plot {out / 'training.png'}")
+          f"{', '.join(f'{k} {v:.0%}' for k, v in after['per_command'].items())}){texts}; plot {out / 'training.png'}")
 
 
 def _split_like(notes: list, test_set: list, settings) -> tuple[list, list]:
@@ -254,7 +265,11 @@ def _plot(history: dict, path: Path, manifest: dict) -> None:
 
     fig, ax = subplots(figsize=(7, 3.5))
     ax.plot(history["steps"], history["losses"], color="tab:blue", alpha=0.6, label="training loss")
-    ax.set(xlabel="step", ylabel="cross-entropy over commands",
+    for key, color, label in (("note_losses", "tab:purple", "of which the notes' tokens"),
+                              ("remark_losses", "tab:red", "of which the remarks' tokens")):
+        if history.get(key):
+            ax.plot(history["steps"], history[key], color=color, alpha=0.6, label=label)
+    ax.set(xlabel="step", ylabel="cross-entropy (commands + texts)",
            title=f"LoRA imitation: {', '.join(manifest['scenarios'])}, {manifest['base_model_id']}")
     twin = ax.twinx()
     twin.plot(history["eval_steps"], history["accuracies"], color="tab:green", marker="o",

@@ -1,11 +1,12 @@
-"""LoRA imitation of the expert: cross-entropy over the action stream's candidate commands, class-balanced, and of
-the planner: token cross-entropy of its notes after the Thinker's view, in the same adapter.
+"""LoRA imitation of the expert: cross-entropy over the action stream's candidate commands, class-balanced, of the
+planner: token cross-entropy of its notes after the Thinker's view, and of the describer: of its remarks after the
+commentary's view, in the same adapter.
 
 The model learns to score the expert's command highest among exactly the candidates the action stream compares
 at run time (candidate_scores), from exactly the tokens its view read (the DAgger data set). Only the upper layers
 get adapters, so backpropagation stops there; batches weigh every expert command (whatever its hold) equally, so
-a frequent one (turning while nothing is in view) cannot drown the rare ones. Where the data holds notes, every
-step adds a batch of them (note_scores.py): one adapter serves both streams, which share the forward.
+a frequent one (turning while nothing is in view) cannot drown the rare ones. Where the data holds notes (remarks),
+every step adds a batch of them (note_scores.py): one adapter serves every stream, and they share the forward.
 """
 
 import random
@@ -50,8 +51,10 @@ class TrainHistory:
     eval_steps: list[int] = field(default_factory=list)
     accuracies: list[float] = field(default_factory=list)
     note_losses: list[float] = field(default_factory=list)  # the notes' part of each step's loss (none: no notes)
+    remark_losses: list[float] = field(default_factory=list)  # the remarks' part (none: no remarks)
     final: dict | None = None  # evaluate()'s answer on the whole held-out set after the last step
     final_notes: dict | None = None  # evaluate_notes() on the held-out notes after the last step
+    final_remarks: dict | None = None  # evaluate_notes() on the held-out remarks after the last step
 
 
 def split(examples: list[Example], held_out: float, seed: int) -> tuple[list[Example], list[Example]]:
@@ -118,14 +121,17 @@ def evaluate(model, examples: list[Example], candidates: Candidates, *, batch: i
 
 def train(model, train_set: list[Example], test_set: list[Example], candidates: Candidates,
           settings: TrainSettings, *, pad_id: int = 0, progress=None,
-          notes: tuple[list[NoteTarget], list[NoteTarget]] = ((), ())) -> TrainHistory:
+          notes: tuple[list[NoteTarget], list[NoteTarget]] = ((), ()),
+          remarks: tuple[list[NoteTarget], list[NoteTarget]] = ((), ())) -> TrainHistory:
     """AdamW on the adapters; `progress(step, loss, accuracy_or_None)` after every step. notes: (training, held-out)
-    Thinker notes; each step adds the token cross-entropy of a batch of them to the commands'."""
+    Thinker notes; each step adds the token cross-entropy of a batch of them to the commands'; remarks, the
+    describer's remarks after the commentary's view, likewise."""
     torch.manual_seed(settings.seed)
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=settings.lr)
     history = TrainHistory()
     batches = balanced_batches(train_set, settings.batch, settings.seed, group=lambda e: candidates.names[e.label])
-    note_batches = balanced_batches(notes[0], settings.batch, settings.seed, group=lambda e: 0) if notes[0] else None
+    texts = [(balanced_batches(part[0], settings.batch, settings.seed, group=lambda e: 0), losses)
+             for part, losses in ((notes, history.note_losses), (remarks, history.remark_losses)) if part[0]]
     sample = eval_sample(test_set, settings.eval_examples, settings.seed)
     for step in range(1, settings.steps + 1):
         model.train()
@@ -133,10 +139,10 @@ def train(model, train_set: list[Example], test_set: list[Example], candidates: 
         scores = candidate_scores(model, [e.tokens for e in chunk], candidates, pad_id=pad_id,
                                   isolated=[e.isolated for e in chunk])
         loss = torch.nn.functional.cross_entropy(scores, torch.tensor([e.label for e in chunk]))
-        if note_batches is not None:
-            notes_part = note_loss(model, next(note_batches), pad_id)
-            history.note_losses.append(notes_part.item())
-            loss = loss + notes_part
+        for text_batches, losses in texts:  # the notes' and the remarks' token cross-entropy
+            part = note_loss(model, next(text_batches), pad_id)
+            losses.append(part.item())
+            loss = loss + part
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
@@ -155,4 +161,6 @@ def train(model, train_set: list[Example], test_set: list[Example], candidates: 
             progress(step, history.losses[-1], accuracy)
     if notes[1]:
         history.final_notes = evaluate_notes(model, list(notes[1]), batch=settings.batch, pad_id=pad_id)
+    if remarks[1]:
+        history.final_remarks = evaluate_notes(model, list(remarks[1]), batch=settings.batch, pad_id=pad_id)
     return history
