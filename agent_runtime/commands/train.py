@@ -78,7 +78,6 @@ def run(args: argparse.Namespace) -> int:
     from agent_runtime.model.model_loader import EMBEDDED_MODEL_ID, load_for_cpu
     from agent_runtime.training.command_scores import Candidates
     from agent_runtime.training.lora_trainer import Example, TrainSettings, evaluate, split, train, with_adapters
-    from agent_runtime.training.note_scores import NoteTarget
 
     _check_options(args)
     manifests, decisions, note_rows, remark_rows, data_hash = _data_sets(args.data)
@@ -98,12 +97,8 @@ def run(args: argparse.Namespace) -> int:
     settings = TrainSettings(steps=args.steps, batch=args.batch, lr=args.lr, rank=args.rank,
                              layers_from=args.layers_from, held_out=args.held_out, seed=args.seed)
     train_set, test_set = split(examples, settings.held_out, settings.seed)
-    texts = {}  # the read-act agent has no Thinker and makes no remarks
-    for name, rows_per_set, left_out in (("notes", note_rows, args.no_notes), ("remarks", remark_rows, args.no_remarks)):
-        targets = [NoteTarget(row["tokens"], row["prompt"], row["target"], (d, row["episode"]), row.get("isolated"))
-                   for d, rows in zip(args.data, rows_per_set) for row in rows
-                   if args.views == "agent" and not left_out]
-        texts[name] = _split_like(targets, test_set, settings)
+    texts = _text_targets(args, {"notes": (note_rows, args.no_notes), "remarks": (remark_rows, args.no_remarks)},
+                          test_set, settings)
     model = with_adapters(loaded.model.to(args.device), settings)
     pad = loaded.tokenizer.pad_token_id or 0
     before = evaluate(model, test_set, candidates, batch=settings.batch, pad_id=pad)
@@ -173,6 +168,18 @@ def _report(args, out: Path, before: dict, after: dict, notes: dict | None, rema
     print(f"{out}: held-out accuracy {before['accuracy']:.1%} -> {after['accuracy']:.1%} (the command alone, any "
           f"hold: {before['command_accuracy']:.1%} -> {after['command_accuracy']:.1%}; "
           f"{', '.join(f'{k} {v:.0%}' for k, v in after['per_command'].items())}){texts}; plot {out / 'training.png'}")
+
+
+def _text_targets(args, rows: dict, test_set: list, settings) -> dict[str, tuple[list, list]]:
+    """Per kind of text (notes, remarks: (rows per data set, left out)), its (training, held-out) targets: the
+    held-out decisions' episodes held out (the read-act agent has no Thinker and makes no remarks: none)."""
+    from agent_runtime.training.note_scores import NoteTarget
+
+    return {name: _split_like([NoteTarget(row["tokens"], row["prompt"], row["target"], (d, row["episode"]),
+                                          row.get("isolated"))
+                               for d, rows_of_set in zip(args.data, per_set) for row in rows_of_set
+                               if args.views == "agent" and not left_out], test_set, settings)
+            for name, (per_set, left_out) in rows.items()}
 
 
 def _split_like(notes: list, test_set: list, settings) -> tuple[list, list]:
