@@ -32,6 +32,17 @@ def user_command(text: str | None, grammar: ActionGrammar) -> Command | None:
                 Command(name, {} if name == NOOP else {name: 1.0}, tics))
 
 
+QUESTION_WORDS = frozenset({"what", "how", "where", "which", "who", "when", "why", "is", "are", "do", "does", "can"})
+
+
+def is_question(text: str | None) -> bool:
+    """A text the commentary answers at once: it ends in "?", is the spoken "what do you see", or starts with a
+    question word ("how much ammo")."""
+    text = (text or "").strip()
+    words = text.lower().split()
+    return bool(words) and (text.endswith("?") or command_for(text) == "DESCRIBE" or words[0] in QUESTION_WORDS)
+
+
 class ScriptedInputs:
     """{engine step: text or (text, command)}: what a headless run types, at fixed engine steps."""
 

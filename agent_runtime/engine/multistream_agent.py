@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from agent_runtime.control.action_executor import Action
 from agent_runtime.control.action_grammar import ActionGrammar, Command, CommandScorer
+from agent_runtime.control.user_inputs import is_question
 from agent_runtime.engine.block_sections import SECTION_NAMES, BlockSections
 from agent_runtime.session.clocks import measured
 from agent_runtime.config import BudgetConfig, EngineConfig
@@ -133,7 +134,7 @@ class MultiStreamAgent:
             ctx, encode(self.tok, COMMENTARY_PROMPT), sample=sample, on_sentence=on_sentence, end_tokens=end_tokens,
             context=lambda: self.action.view.blocks[:] if self.frames.in_view else [],
             interval_ms=engine.commentary_interval_ms, max_tokens=engine.commentary_max_tokens,
-            on_remark=hooks["on_remark"])
+            on_remark=hooks["on_remark"], text_waiting=lambda: bool(self.user.queue))
         decoders = [self.action] + ([self.thinker] if engine.think else []) + ([self.commentary] if commentary else [])
         # the schedule's order: the newest frame first, then text in, then the decoders (action first: it decides)
         self.streams = [self.frames, self.user, self.heard, *decoders]
@@ -146,6 +147,8 @@ class MultiStreamAgent:
         command acts directly on the newest frame."""
         gen = self.generation.bump("user_command", sim_ms=now_ms, text=text)
         self.user.push_text(text, now_ms)
+        if is_question(text):
+            self.commentary.ask(text)
         newest = self.frames.newest()
         if command is None or newest is None:
             return None

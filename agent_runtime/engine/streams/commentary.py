@@ -1,7 +1,8 @@
 """The commentary stream: short remarks decoded in the shared forward, cut into sentences, spoken or printed.
 
 A remark decodes into a scratch block no other view reads: what was not heard is never history. A remark of an
-older generation never decodes another token. Remarks are rate limited.
+older generation never decodes another token. Remarks are rate limited, but a user's question is answered at once:
+the next remark starts as soon as the question is in view, whatever the interval.
 """
 
 from agent_runtime.engine.model_runner import StreamInput
@@ -16,13 +17,17 @@ class CommentaryStream(Stream):
     role = "commentary"
 
     def __init__(self, ctx, prompt: list[int], *, context, sample, on_sentence=None,
-                 interval_ms: float = 4000.0, max_tokens: int = 24, end_tokens: set[int] = frozenset(), on_remark=None):
+                 interval_ms: float = 4000.0, max_tokens: int = 24, end_tokens: set[int] = frozenset(), on_remark=None,
+                 text_waiting=lambda: False):
         """context(): the blocks a new remark reads (none: no remark yet); on_sentence(text, generation);
         on_remark(view): called as each remark's first token is chosen, with the view it read (its blocks filled by
-        that forward; its own block holds the prompt): a teacher's label for it (data collection)."""
+        that forward; its own block holds the prompt): a teacher's label for it (data collection); text_waiting():
+        whether user text is still being prefilled (an answer waits until its question is in view)."""
         super().__init__(ctx)
         self.prompt, self.context, self.sample, self.on_sentence = prompt, context, sample, on_sentence
-        self.on_remark = on_remark
+        self.on_remark, self.text_waiting = on_remark, text_waiting
+        self.question: str | None = None  # asked and not yet answered
+        self.answering: str | None = None  # the question the remark under way answers
         self.interval_ms, self.max_tokens, self.end_tokens = interval_ms, max_tokens, end_tokens
         self.view: View | None = None  # the remark being decoded, and its state below
         self.pending, self.generation, self.text, self.sent_upto, self.tokens = [], 0, "", 0, 0
@@ -41,15 +46,21 @@ class CommentaryStream(Stream):
     def on_interruption(self, generation: int, now_ms: float) -> None:
         self.stop("generation", now_ms)  # a remark of an older generation never decodes another token
 
+    def ask(self, question: str) -> None:
+        """The user asked: the next remark answers, as soon as the question is in view (the rate limit waived)."""
+        self.question = question
+
     def schedule(self, plan: StepPlan) -> None:
         """Continue the remark, or start one over the context when the rate limit allows."""
         if self.view is None:
             context = self.context()
-            if plan.now_ms - self.last_start_ms < self.interval_ms or not context:
+            answer = self.question is not None and not self.text_waiting()
+            if not context or not (answer or plan.now_ms - self.last_start_ms >= self.interval_ms):
                 return
             self.view = View(self.store, context, name="commentary", own_label="remark")
             self.pending, self.generation, self.text, self.sent_upto, self.tokens = (
                 list(self.prompt), plan.generation, "", 0, 0)
+            self.answering, self.question = (self.question, None) if answer else (None, self.question)
             self.last_start_ms = plan.now_ms
             self.stats.remarks_started += 1
         plan.add(self, StreamInput(self.view, self.pending, logits="last"))
@@ -72,7 +83,7 @@ class CommentaryStream(Stream):
         if sentence:
             self.sent_upto = cut
             self.emit(Kind.COMMENTARY_SENTENCE, "commentary", generation=self.generation, sim_ms=plan.now_ms,
-                      text=sentence)
+                      text=sentence, **({"answers": self.answering} if self.answering is not None else {}))
             if self.on_sentence is not None:
                 self.on_sentence(sentence, self.generation)
         if ended:
