@@ -25,7 +25,7 @@ def _play(text: str) -> tuple[EventBus, dict]:
     bus = EventBus()
     with DoomEnv("defend_the_center", seed=0) as env:
         runtime = make_runtime(env, engine={"commentary_interval_ms": 60000.0, "commentary_max_tokens": 8})
-        result = run_llm_episode(env, runtime, max_tics=250, fixed_cost=FixedCost(), bus=bus, commentary=True,
+        result = run_llm_episode(env, runtime, max_tics=160, fixed_cost=FixedCost(), bus=bus, commentary=True,
                                  user_script={ASKED_AT_STEP: text})
     return bus, result
 
