@@ -51,7 +51,7 @@ class CommentaryStream(Stream):
         self.question = question
 
     def schedule(self, plan: StepPlan) -> None:
-        """Continue the remark, or start one over the context when the rate limit allows."""
+        """Continue the remark, or start one over the context when the rate limit allows or a question waits."""
         if self.view is None:
             context = self.context()
             answer = self.question is not None and not self.text_waiting()
