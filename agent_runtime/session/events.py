@@ -32,7 +32,7 @@ class Kind:
     USER_TEXT_TRUNCATED = "user_text_truncated"  # a user text was cut to the token bound (chars, tokens, kept_tokens)
     USER_TEXT_DROPPED = "user_text_dropped"  # a waiting user text was dropped (tokens, reason)
     # commentary
-    COMMENTARY_SENTENCE = "commentary_sentence"  # a finished remark sentence, handed to speech or print (text)
+    COMMENTARY_SENTENCE = "commentary_sentence"  # a finished remark sentence, handed to speech or print (text; answers)
     COMMENTARY_STOPPED = "commentary_stopped"  # a remark cut off unheard (reason, text)
     COMMENTARY_HEARD = "commentary_heard"  # what the user heard (or read) entered history (text)
     # the audio path
