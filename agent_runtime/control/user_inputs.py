@@ -36,11 +36,10 @@ QUESTION_WORDS = frozenset({"what", "how", "where", "which", "who", "when", "why
 
 
 def is_question(text: str | None) -> bool:
-    """A text the commentary answers at once: it ends in "?", is the spoken "what do you see", or starts with a
-    question word ("how much ammo")."""
+    """A text the commentary answers at once: it ends in "?" or starts with a question word (the spoken "what do you
+    see", "how much ammo")."""
     text = (text or "").strip()
-    words = text.lower().split()
-    return bool(words) and (text.endswith("?") or command_for(text) == "DESCRIBE" or words[0] in QUESTION_WORDS)
+    return bool(text) and (text.endswith("?") or text.split()[0].lower() in QUESTION_WORDS)
 
 
 class ScriptedInputs:

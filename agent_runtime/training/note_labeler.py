@@ -25,6 +25,12 @@ def view_texts(view, tokenizer) -> tuple[list[str], str | None, str | None]:
     return texts("frame"), statuses[-1] if statuses else None, previous
 
 
+def read_view(view) -> tuple[list[int], int]:
+    """The tokens a view read, without its own block (which holds the prompt), and the tic of its newest frame."""
+    frames = [b.label for b in view.blocks if b.label.startswith("frame")]
+    return [t for b in view.blocks for t in b.token_ids], int(frames[-1].removeprefix("frame"))
+
+
 class NoteLabeler:
     """ThinkerStream's on_paragraph for one episode at a time; examples go to `log` (anything with add())."""
 
@@ -45,10 +51,9 @@ class NoteLabeler:
         note = note_for(lines, status, previous)
         target = encode(self.tok, f" {note}\n")
         forced = self.rng.random() < self.planner_writes
-        frames = [b.label for b in view.blocks if b.label.startswith("frame")]
-        read = [t for b in view.blocks for t in b.token_ids]  # without its own block, which holds the prompt
-        self.log.add(NoteExample(self.episode, int(frames[-1].removeprefix("frame")), read, self.prompt, target, note,
-                                 "planner" if forced else "model", view.isolated_spans()))
+        read, tic = read_view(view)
+        self.log.add(NoteExample(self.episode, tic, read, self.prompt, target, note, "planner" if forced else "model",
+                                 view.isolated_spans()))
         self.notes += 1
         self.written += forced
         return list(target) if forced else None

@@ -9,7 +9,7 @@ The view's tokens and the remark go to the data set (remarks.jsonl); the model's
 from agent_runtime.engine.prompts import COMMENTARY_PROMPT, encode
 from agent_runtime.thinking.describer import describe
 from agent_runtime.training.decision_log import RemarkExample
-from agent_runtime.training.note_labeler import view_texts
+from agent_runtime.training.note_labeler import read_view, view_texts
 
 
 class RemarkLabeler:
@@ -28,8 +28,7 @@ class RemarkLabeler:
         if not lines:  # no frame in view: nothing to describe
             return
         remark = describe(lines[-1], status, None)
-        frames = [b.label for b in view.blocks if b.label.startswith("frame")]
-        read = [t for b in view.blocks for t in b.token_ids]  # without its own block, which holds the prompt
-        self.log.add(RemarkExample(self.episode, int(frames[-1].removeprefix("frame")), read, self.prompt,
-                                   encode(self.tok, f" {remark}\n"), remark, view.isolated_spans()))
+        read, tic = read_view(view)
+        self.log.add(RemarkExample(self.episode, tic, read, self.prompt, encode(self.tok, f" {remark}\n"), remark,
+                                   view.isolated_spans()))
         self.remarks += 1

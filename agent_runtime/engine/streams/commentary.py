@@ -60,7 +60,8 @@ class CommentaryStream(Stream):
             self.view = View(self.store, context, name="commentary", own_label="remark")
             self.pending, self.generation, self.text, self.sent_upto, self.tokens = (
                 list(self.prompt), plan.generation, "", 0, 0)
-            self.answering, self.question = (self.question, None) if answer else (None, self.question)
+            self.answering = self.question if answer else None
+            self.question = None if answer else self.question
             self.last_start_ms = plan.now_ms
             self.stats.remarks_started += 1
         plan.add(self, StreamInput(self.view, self.pending, logits="last"))
