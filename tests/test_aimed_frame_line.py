@@ -9,7 +9,7 @@ import pytest
 
 from agent_runtime.session.clocks import FixedCost, SessionClock
 from agent_runtime.session.sync_world import SyncWorld
-from agent_runtime.training.expert_labeler import ViewExpert
+from agent_runtime.policies.view_expert import ViewExpert
 from agent_runtime.control.turning import TurnInFlight, TurnModel
 from envs.doom_env import DoomEnv
 from envs.frame import ObjectLabel

@@ -49,7 +49,7 @@ def test_random_policy_is_seeded_and_uses_only_scenario_buttons():
     decisions = [a.decide(frame) for _ in range(50)]
     assert decisions == [b.decide(frame) for _ in range(50)]
     assert {name for pressed, _ in decisions for name in pressed} == set(BUTTONS)
-    with pytest.raises(ValueError, match="random or scripted"):
+    with pytest.raises(ValueError, match="view_expert_noted, random or scripted"):
         make_policy("clever", BUTTONS)
 
 
@@ -59,6 +59,31 @@ def test_episode_result_respects_max_tics_and_reports_lag():
     assert result["tics"] == 90 and result["lag_tics"] == 4
     assert {"scenario", "policy", "episode", "seed", "reward", "kills", "tics", "health", "ammo"} <= set(result)
     assert result["scenario"] == "defend_the_center" and result["policy"] == "scripted" and result["seed"] == 0
+
+
+@pytest.mark.parametrize("lag", [0, 3])
+def test_a_lagged_player_decides_on_the_frame_lag_tics_before_the_one_its_command_starts_on(lag):
+    """Holds of several tics: the frame decided on is `lag` tics old, not the previous decision's frame."""
+    from agent_runtime.session.events import EventBus
+
+    seen: list[int] = []
+
+    class Spy:
+        name = "expert"
+
+        def __init__(self, policy):
+            self.policy = policy
+
+        def decide(self, frame):
+            seen.append(frame.tic)
+            return self.policy.decide(frame)
+
+    bus = EventBus()
+    with DoomEnv("defend_the_center", seed=0) as env:
+        run_baseline_episode(env, Spy(make_policy("expert", env.buttons)), max_tics=200, lag_tics=lag, bus=bus)
+    started = [e.tic for e in bus.of_kind("action_executed")]
+    assert len(started) == len(seen) > 10 and max(b - a for a, b in zip(started, started[1:])) > lag + 1
+    assert [s - t for s, t in zip(started, seen)][1:] == [lag] * (len(seen) - 1)  # the first: the episode's first frame
 
 
 def test_progress_callback_reports_during_the_episode():

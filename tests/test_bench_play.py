@@ -9,7 +9,8 @@ from pathlib import Path
 from tests.cli_runner import run_cli
 
 REPO = Path(__file__).resolve().parent.parent
-AGENTS = {"llm", "llm_untrained", "sequential", "no_think", "scripted", "expert", "random"}
+AGENTS = {"llm", "llm_untrained", "sequential", "no_think", "scripted", "expert", "view_expert", "view_expert_noted",
+          "random"}
 
 
 def _after_first_start(stderr: str) -> str:

@@ -235,3 +235,13 @@ def test_a_long_user_text_is_prefilled_in_chunks_while_the_action_stream_keeps_d
     finally:
         agent.close()
     assert runtime.store.used_pages == 0
+
+
+def test_idle_steps_of_one_tic_release_exactly_one_tic_each():
+    """Session time adds up in floats: 12 idle steps of MS_PER_TIC from 0 summed to a hair under 12 tics, so one step
+    released no tic and a later one two (a player then decided a tic late)."""
+    from agent_runtime.session.clocks import MS_PER_TIC
+
+    clock = SessionClock()
+    assert [clock.charge(MS_PER_TIC) for _ in range(400)] == [1] * 400
+    assert clock.charge(MS_PER_TIC / 2) == 0 and clock.charge(MS_PER_TIC / 2) == 1

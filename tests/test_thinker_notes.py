@@ -16,7 +16,7 @@ from agent_runtime.engine.prompts import ACTION_PROMPT, THOUGHT_PROMPT
 from agent_runtime.model.model_loader import load_model, load_tokenizer
 from agent_runtime.thinking.vocabulary import parse_claims
 from agent_runtime.training.decision_log import NOTES, complete_bytes, parse_decisions
-from agent_runtime.training.expert_labeler import ViewExpert
+from agent_runtime.policies.view_expert import ViewExpert
 from agent_runtime.training.lora_trainer import TrainSettings, with_adapters
 from agent_runtime.training.note_scores import NoteTarget, evaluate_notes, note_logits, note_loss
 from agent_runtime.session.clocks import FixedCost

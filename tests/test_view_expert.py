@@ -4,13 +4,16 @@ and still plays: real ViZDoom games with frames 2 tics old, where knowing its pr
 from __future__ import annotations
 
 import collections
+import json
 from dataclasses import replace
 
 from agent_runtime.policies.expert_policy import FIRE_HOLD_TICS, TurnModel
-from agent_runtime.training.expert_labeler import ViewExpert
+from agent_runtime.policies.baseline_policies import make_policy, run_baseline_episode
+from agent_runtime.policies.view_expert import ViewExpert, ViewExpertPolicy
 from envs.doom_env import DoomEnv
 from envs.frame import ObjectLabel
 from envs.observation_text import encode_observation
+from tests.cli_runner import run_cli
 from tests.test_expert_policy import TURNERS, frame_with_monster
 
 
@@ -78,3 +81,34 @@ def test_plays_defend_the_center_on_stale_frames_and_needs_its_previous_command(
     with_previous, without = _kills(2, seeds, previous=True), _kills(2, seeds, previous=False)
     assert with_previous >= 10 * len(seeds), with_previous  # ~17 a game; random plays ~1
     assert with_previous > 1.3 * without, (with_previous, without)
+
+
+def test_as_a_player_it_plays_the_games_the_labellers_loop_plays():
+    """episode --policy view_expert: the same games, kill for kill, as the loop above deciding on frames as old."""
+    seeds = (0, 1)
+    played = 0
+    for seed in seeds:
+        with DoomEnv("defend_the_center", seed=seed) as env:
+            played += run_baseline_episode(env, make_policy("view_expert", env.buttons), lag_tics=2)["kills"]
+    assert played == _kills(2, seeds, previous=True) and played >= 10 * len(seeds)
+
+
+def test_the_noted_player_turns_toward_the_monster_its_note_says_was_lost():
+    edge = frame_with_monster(40.0, tic=100)  # seen far left, near the screen's edge ...
+    empty = replace(frame_with_monster(0.0, tic=108), labels=())  # ... then gone
+    plain, noted = ViewExpertPolicy(TURNERS), ViewExpertPolicy(TURNERS, noted=True)
+    for policy in (plain, noted):
+        policy.decide(edge)
+    assert noted.note == "1 imp left, 20 rounds"
+    assert plain.decide(empty) == ({"TURN_RIGHT": 1.0}, 8)  # scans right
+    assert noted.decide(empty) == ({"TURN_LEFT": 1.0}, 8)
+    assert noted.note == "nothing in view, lost imp behind left, 20 rounds"
+    assert noted.name == "view_expert_noted" and plain.note is None
+
+
+def test_the_cli_plays_both_view_experts():
+    for policy in ("view_expert", "view_expert_noted"):
+        proc = run_cli("episode", "--policy", policy, "--lag-tics", "2", "--max-tics", "300", "--no-record", "--json")
+        assert proc.returncode == 0, proc.stderr
+        result = json.loads(proc.stdout)
+        assert result["policy"] == policy and result["kills"] >= 3

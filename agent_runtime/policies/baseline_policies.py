@@ -1,4 +1,5 @@
-"""Non-LLM reference players: random (the floor) and scripted aim-and-shoot from labels (the expert)."""
+"""Non-LLM reference players: random (the floor), scripted aim-and-shoot from labels, the lag-aware expert, and the
+view expert (what `collect` labels with), with or without the planner's notes."""
 
 import time
 from collections import deque
@@ -15,6 +16,7 @@ from agent_runtime.session.clocks import SessionClock
 from agent_runtime.session.generation import SessionGeneration
 from agent_runtime.engine.multistream_agent import AgentStats, StepOutcome
 from agent_runtime.policies.expert_policy import Decision, LagAwareExpertPolicy, frame_width, pixels_to_degrees
+from agent_runtime.policies.view_expert import ViewExpertPolicy
 from agent_runtime.session.session_loop import play_headless
 from agent_runtime.session.sync_world import TimedFrame
 from agent_runtime.session.time_bounds import TimeBounds
@@ -78,6 +80,9 @@ class ScriptedAimPolicy:
         return {"TURN_RIGHT" if degrees > 0 else "TURN_LEFT": 1.0}
 
 
+BASELINE_POLICIES = ("expert", "view_expert", "view_expert_noted", "random", "scripted")
+
+
 def make_policy(name: str, buttons: Sequence[str], *, seed: int | None = None, screen_width: int = 160):
     """Baseline policy by CLI name."""
     if name == "random":
@@ -86,7 +91,9 @@ def make_policy(name: str, buttons: Sequence[str], *, seed: int | None = None, s
         return ScriptedAimPolicy(buttons, screen_width=screen_width)
     if name == "expert":
         return LagAwareExpertPolicy(buttons, screen_width=screen_width)
-    raise ValueError(f"unknown baseline policy '{name}'; use expert, random or scripted")
+    if name in ("view_expert", "view_expert_noted"):
+        return ViewExpertPolicy(buttons, noted=name == "view_expert_noted")
+    raise ValueError(f"unknown baseline policy '{name}'; use {', '.join(BASELINE_POLICIES[:-1])} or {BASELINE_POLICIES[-1]}")
 
 
 class PolicyAgent:
@@ -96,13 +103,14 @@ class PolicyAgent:
     def __init__(self, policy, generation: SessionGeneration, *, lag_tics: int = 0):
         self.policy, self.generation, self.lag_tics = policy, generation, lag_tics
         self.name = getattr(policy, "name", type(policy).__name__)
-        self.history: deque[Frame] = deque(maxlen=lag_tics + 2)  # the frames decided on
+        self.history: deque[Frame] = deque(maxlen=lag_tics + 1)  # every frame read, up to the one `lag_tics` old
         self.newest: TimedFrame | None = None
         self.next_tic = -1
         self.stats = AgentStats()  # decisions count here
 
     def push_frame(self, timed: TimedFrame) -> None:
         self.newest = timed
+        self.history.append(timed.frame)
 
     def new_episode(self) -> None:
         self.history.clear()
@@ -113,7 +121,6 @@ class PolicyAgent:
         if timed is None or timed.frame.tic < self.next_tic:
             return StepOutcome([], 0.0, 0, 0, [])  # idle: the world moves a tic
         frame = timed.frame
-        self.history.append(frame)
         seen = next((f for f in reversed(self.history) if f.tic <= frame.tic - self.lag_tics), self.history[0])
         buttons, tics = self.policy.decide(seen)
         self.next_tic = frame.tic + tics

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 TICS_PER_SECOND = 35
 MS_PER_TIC = 1000.0 / TICS_PER_SECOND
+TIC_ROUNDING = 1e-6  # of a tic: 29 ns, far below any cost measured
 
 
 def measured(fn, *args):
@@ -71,7 +72,9 @@ class SessionClock:
     def charge(self, ms: float) -> int:
         """Advance session time by ms; return the whole tics that became due."""
         self.now_ms += ms
-        due = int(self.now_ms / MS_PER_TIC) - self.tics_released
+        # whole tics up to now, a float's rounding short of one counted as reached: idle steps of MS_PER_TIC from a
+        # tic's moment release exactly one tic each (not 0, then 2)
+        due = int(self.now_ms / MS_PER_TIC + TIC_ROUNDING) - self.tics_released
         self.tics_released += due
         return due
 
