@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent_runtime.control.user_inputs import is_question
+from agent_runtime.control.user_inputs import is_question, user_command
 from agent_runtime.session.clocks import FixedCost
 from agent_runtime.session.events import EventBus
 from agent_runtime.session.llm_episode import run_llm_episode
@@ -19,6 +19,17 @@ ASKED_AT_STEP = 40
                                             ("nice shot", False), ("turn left", False), ("", False)])
 def test_which_texts_are_questions(text, question):
     assert is_question(text) is question
+
+
+def test_the_spoken_questions_are_questions_that_press_no_button():
+    from agent_runtime.voice.voice_commands import PHRASES, command_for
+
+    spoken = sorted(p for p, c in PHRASES.items() if c == "DESCRIBE")
+    assert spoken == ["how much ammo", "what do you see"]
+    assert all(is_question(p) and command_for(p) == "DESCRIBE" for p in spoken)
+    with DoomEnv("defend_the_center", seed=0) as env:
+        grammar = make_runtime(env).grammar
+    assert all(user_command(p, grammar) is None for p in spoken)  # words for the agent: no button
 
 
 def _play(text: str) -> tuple[EventBus, dict]:

@@ -22,7 +22,7 @@ def _finals(frames):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("voice", ["espeak:en-us", "flite:slt"])
-def test_grammar_recognizes_at_least_9_of_10_commands(pipeline, voice):
+def test_grammar_recognizes_all_but_one_of_its_phrases(pipeline, voice):
     correct, end_to_final_ms, with_partial = 0, [], 0
     for phrase, command in PHRASES.items():
         frames = pipeline.run(utterance(phrase, voice, snr_db=30.0))
@@ -32,7 +32,7 @@ def test_grammar_recognizes_at_least_9_of_10_commands(pipeline, voice):
         end_to_final_ms += [f.t_ms - f.speech_end_ms + f.audio_age_ms for f in finals if f.speech_end_ms is not None]
         partials = [f for f in frames if isinstance(f, Hypothesis) and not f.final and f.speech_start_ms is not None]
         with_partial += len({f.utterance for f in partials})
-    assert correct >= 9, f"{voice}: {correct}/10"
+    assert correct >= len(PHRASES) - 1, f"{voice}: {correct}/{len(PHRASES)}"
     # endpointing: hangover (~256 ms) + decode, in stream time; the field notes measured 370-460 ms
     assert percentile(end_to_final_ms, 50) < 500, end_to_final_ms
     assert with_partial >= 8

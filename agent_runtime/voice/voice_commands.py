@@ -16,6 +16,7 @@ PHRASES: dict[str, str] = {
     "move right": "MOVE_RIGHT",
     "stop": "STOP",
     "what do you see": "DESCRIBE",
+    "how much ammo": "DESCRIBE",  # questions: words for the commentary to answer at once, no button
     "open the door": "USE",
 }
 
