@@ -88,14 +88,16 @@ def test_the_detector_is_small_channels_last_and_answers_every_column():
     assert model(torch.zeros(1, 240, 320, 3, dtype=torch.uint8)).shape[-1] == COLUMNS  # another resolution too
 
 
-STEPS = 80
+STEPS = 40  # on TRAIN_SCREENS screens: the loss falls to ~0.3 of its start (80 steps on 48 took 10x as long)
+TRAIN_SCREENS = 16
 
 
 def test_a_few_training_steps_on_a_tiny_set_lower_the_loss(frames):
     torch.manual_seed(0)
     model = ScreenDetector()
+    frames = frames[:TRAIN_SCREENS]
     screens = torch.from_numpy(np.stack([f.screen for f in frames]))
-    assert screens.shape[1:] == (120, WIDTH, 3)
+    assert screens.shape[1:] == (120, WIDTH, 3) and frames_with_objects(frames) >= TRAIN_SCREENS // 2
     targets = Targets.stack([targets_from_frame(f, WIDTH) for f in frames])
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
     with torch.no_grad():
