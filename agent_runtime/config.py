@@ -84,6 +84,9 @@ class EngineConfig(_Strict):
         "cost is reaction time)."))
     commentary_interval_ms: float = Field(4000.0, ge=0, description="Time between two spoken or printed remarks.")
     commentary_max_tokens: int = Field(24, ge=1, le=256, description="Tokens in one remark at most.")
+    vocabulary: Literal["free", "remarks", "notes", "both"] = Field("free", description=(
+        "Which texts decode under the checkable vocabulary's token grammar (thinking/phrase_grammar.py): remarks, "
+        "the Thinker's notes, both; the model chooses among the phrases only. free: any tokens."))
 
 
 class VoiceConfig(_Strict):

@@ -18,14 +18,16 @@ class CommentaryStream(Stream):
 
     def __init__(self, ctx, prompt: list[int], *, context, sample, on_sentence=None,
                  interval_ms: float = 4000.0, max_tokens: int = 24, end_tokens: set[int] = frozenset(), on_remark=None,
-                 text_waiting=lambda: False):
+                 text_waiting=lambda: False, grammar=None):
         """context(): the blocks a new remark reads (none: no remark yet); on_sentence(text, generation);
         on_remark(view): called as each remark's first token is chosen, with the view it read (its blocks filled by
         that forward; its own block holds the prompt): a teacher's label for it (data collection); text_waiting():
-        whether user text is still being prefilled (an answer waits until its question is in view)."""
+        whether user text is still being prefilled (an answer waits until its question is in view); grammar: a
+        PhraseGrammar each remark is decoded under (None: free)."""
         super().__init__(ctx)
         self.prompt, self.context, self.sample, self.on_sentence = prompt, context, sample, on_sentence
         self.on_remark, self.text_waiting = on_remark, text_waiting
+        self.grammar, self.grammar_state = grammar, None
         self.question: str | None = None  # asked and not yet answered
         self.answering: str | None = None  # the question the remark under way answers
         self.interval_ms, self.max_tokens, self.end_tokens = interval_ms, max_tokens, end_tokens
@@ -63,14 +65,19 @@ class CommentaryStream(Stream):
             self.answering = self.question if answer else None
             self.question = None if answer else self.question
             self.last_start_ms = plan.now_ms
+            self.grammar_state = self.grammar.start() if self.grammar is not None else None
             self.stats.remarks_started += 1
         plan.add(self, StreamInput(self.view, self.pending, logits="last"))
 
     def postprocess(self, logits: list, plan: StepPlan):
         """Take the sampled token; hand each finished sentence to on_sentence."""
-        token = self.sample(logits[0])
         if self.view is None:
             return None
+        if self.grammar is None:
+            token = self.sample(logits[0])
+        else:
+            token = self.sample(self.grammar.mask(logits[0], self.grammar_state))
+            self.grammar_state = self.grammar.advance(self.grammar_state, token)
         if self.tokens == 0 and self.on_remark is not None:
             self.on_remark(self.view)
         piece = self.tok.decode([token])
