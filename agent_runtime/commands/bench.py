@@ -9,8 +9,8 @@ from agent_runtime.commands import (MODEL_OPTIONS, OPTIONS, VERBOSITY, add_optio
 from agent_runtime.errors import UserError
 from agent_runtime.fanout.outcome import Task
 
-PLAY_AGENTS = ("llm", "llm_untrained", "sequential", "no_think", "scripted", "expert", "view_expert", "view_expert_noted",
-               "random")  # episode's policies
+PLAY_AGENTS = ("llm", "llm_untrained", "sequential", "no_think", "scripted", "expert", "view_expert",
+               "view_expert_noted", "random")  # episode's policies
 REALTIME_CLOCK = "realtime (ASYNC_PLAYER, device-free audio in real time)"
 WITH_SCENARIO = ("--scenario", "--seed", "--config")
 

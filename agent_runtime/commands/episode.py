@@ -20,9 +20,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--policy", choices=POLICIES, default="llm", type=agent_name,
                    help="who plays: llm = the multi-stream agent (default); sequential = read-think-act with the same "
                         "model; no_think = read-act; scripted = aim-and-shoot from labels; expert = "
-                        "lag-aware aim with hold counts from labels; view_expert = what collect labels with (the newest frame line "
-                        "and its previous command); view_expert_noted = that, reading the planner's notes; random "
-                        "(multi_stream: llm's old name)")
+                        "lag-aware aim with hold counts from labels; view_expert = what collect labels with (the "
+                        "newest frame line and its previous command); view_expert_noted = that, reading the "
+                        "planner's notes; random (multi_stream: llm's old name)")
     add_options(p, "--seed", "--config", "--max-tics", "--fixed-cost", "--frame-source")
     p.add_argument("--clock", choices=("sync", "realtime"), help="override the config's clock")
     p.add_argument("--out", help="directory for the episodes' recordings and results.jsonl "

@@ -93,7 +93,8 @@ def make_policy(name: str, buttons: Sequence[str], *, seed: int | None = None, s
         return LagAwareExpertPolicy(buttons, screen_width=screen_width)
     if name in ("view_expert", "view_expert_noted"):
         return ViewExpertPolicy(buttons, noted=name == "view_expert_noted")
-    raise ValueError(f"unknown baseline policy '{name}'; use {', '.join(BASELINE_POLICIES[:-1])} or {BASELINE_POLICIES[-1]}")
+    *others, last = BASELINE_POLICIES
+    raise ValueError(f"unknown baseline policy '{name}'; use {', '.join(others)} or {last}")
 
 
 class PolicyAgent:

@@ -24,10 +24,10 @@ STRAFE_DEGREES_PER_TIC = {"near": 6.0, "mid": 2.5, "far": 1.0}  # what a strafe 
 class ViewExpert:
     """The labeller a model can imitate: the lag-aware expert restricted to what the action view holds.
 
-    The full expert (policies/expert_policy.py) decides from object tracks, last-seen places and the pistol's cycle, none of
-    which the view's text carries, so a model cannot learn its labels from the view (held out: 39% on the command).
-    This one reads only the newest frame line as the view has it (the nearest MAX_OBJECTS objects, whole signed
-    degrees, distance bands), the ammo, and its own previous command, which the action view reads
+    The full expert (policies/expert_policy.py) decides from object tracks, last-seen places and the pistol's cycle,
+    none of which the view's text carries, so a model cannot learn its labels from the view (held out: 39% on the
+    command). This one reads only the newest frame line as the view has it (the nearest MAX_OBJECTS objects, whole
+    signed degrees, distance bands), the ammo, and its own previous command, which the action view reads
     (engine.action_log_in_view: 1): the tics of that command still to run after the frame are turned away from
     every bearing, and a turn that continues one keeps the engine's fast-turn ramp. Measured with frames 1 and 2 tics
     old on defend_the_center (10 seeds): 20.9 and 17.4 kills a game; without its previous command 13.3 and 8.9.
@@ -102,12 +102,14 @@ class ViewExpertPolicy:
         self.note: str | None = None
         self.episode: int | None = None
         self.clock: int | None = None  # the tic the next command starts on
+        self.last_tic = -1
 
     def decide(self, frame: Frame) -> Decision:
-        if frame.episode != self.episode or (self.clock is not None and frame.tic >= self.clock + 2 * MAX_HOLD_TICS):
-            self.expert.reset()  # a new episode (or a gap: nothing is still in flight)
+        if frame.episode != self.episode or frame.tic < self.last_tic:  # a new episode: nothing is in flight
+            self.expert.reset()
             self.lines.clear()
             self.episode, self.note, self.clock = frame.episode, None, None
+        self.last_tic = frame.tic
         if self.noted:
             self.lines.append(encode_observation(frame, signed=True))
             self.note = note_for(list(self.lines), encode_status(frame), self.note)

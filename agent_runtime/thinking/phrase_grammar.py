@@ -75,9 +75,8 @@ class PhraseGrammar:
         return masked
 
     def advance(self, state: GrammarState, token: int) -> GrammarState:
-        """The state after `token` (one that allowed() gave)."""
+        """The state after `token` (one that allowed() gave): deeper in the phrase, or a phrase ended by "," (the
+        next may start) or by the end (nothing follows in this text)."""
         if token in state.node:
             return GrammarState(state.node[token], state.phrases)
-        if token == self.separator and state.node.get(self.END):
-            return GrammarState(self.root, state.phrases + 1)
-        return GrammarState(self.root, state.phrases + 1)  # the end: nothing follows
+        return GrammarState(self.root, state.phrases + 1)
