@@ -74,6 +74,11 @@ class PhraseGrammar:
         masked[keep] = logits[keep]
         return masked
 
+    def choose(self, sample, logits: torch.Tensor, state: GrammarState) -> tuple[int, GrammarState]:
+        """`sample`'s token among those that may come next, and the state after it."""
+        token = sample(self.mask(logits, state))
+        return token, self.advance(state, token)
+
     def advance(self, state: GrammarState, token: int) -> GrammarState:
         """The state after `token` (one that allowed() gave): deeper in the phrase, or a phrase ended by "," (the
         next may start) or by the end (nothing follows in this text)."""

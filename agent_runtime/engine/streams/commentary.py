@@ -76,8 +76,7 @@ class CommentaryStream(Stream):
         if self.grammar is None:
             token = self.sample(logits[0])
         else:
-            token = self.sample(self.grammar.mask(logits[0], self.grammar_state))
-            self.grammar_state = self.grammar.advance(self.grammar_state, token)
+            token, self.grammar_state = self.grammar.choose(self.sample, logits[0], self.grammar_state)
         if self.tokens == 0 and self.on_remark is not None:
             self.on_remark(self.view)
         piece = self.tok.decode([token])

@@ -47,8 +47,7 @@ class ThinkerStream(Stream):
         if self.forced:
             token = self.forced.pop(0)
         elif self.grammar is not None:
-            token = self.sample(self.grammar.mask(logits[0], self.grammar_state))
-            self.grammar_state = self.grammar.advance(self.grammar_state, token)
+            token, self.grammar_state = self.grammar.choose(self.sample, logits[0], self.grammar_state)
         else:
             token = self.sample(logits[0])
         self.paragraph_tokens += 1
