@@ -3,8 +3,16 @@
 from __future__ import annotations
 
 import os
+import sys
 
 import psutil
+
+# OpenMP threads that have finished their share of an op spin for a while before they sleep. On a machine running
+# more threads than cores (xdist workers beside the timed tests, as `make test` runs them) that spinning is most of
+# the CPU: a tiny training test took 38 s of CPU instead of 6 beside two busy processes. PASSIVE makes idle threads
+# sleep at once; it must be set before torch loads its OpenMP runtime, and the test subprocesses inherit it.
+assert "torch" not in sys.modules, "tests/conftest.py must run before torch is imported (OMP_WAIT_POLICY)"
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
 def _orphaned_vizdoom() -> list[psutil.Process]:

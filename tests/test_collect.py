@@ -62,7 +62,7 @@ def test_a_killed_run_resumes_without_losing_or_repeating_episodes(tmp_path):
     out = tmp_path / "d"
     proc = subprocess.Popen(
         [sys.executable, "-m", "agent_runtime.cli", "collect", "--model", "tiny:llama", "--fixed-cost", "--threads", "1",
-         "--out", str(out), "--episodes", "4", "--max-tics", "400"],
+         "--out", str(out), "--episodes", "4", "--max-tics", "200"],
         cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not ((out / EPISODES).is_file() and (out / EPISODES).read_text()):
@@ -75,7 +75,7 @@ def test_a_killed_run_resumes_without_losing_or_repeating_episodes(tmp_path):
     assert (out / DECISIONS).stat().st_size > done[-1]["decisions_bytes"]  # a partial episode was on disk
     kept, kept_notes = read_decisions(out), parse_decisions(complete_bytes(out, NOTES))
 
-    again = collect(out, "--episodes", "4", "--max-tics", "400")
+    again = collect(out, "--episodes", "4", "--max-tics", "200")
     assert again.returncode == 0, again.stderr
     assert f"resuming {out}: {len(done)} episode(s) already collected" in again.stderr
     episodes = [json.loads(line) for line in (out / EPISODES).read_text().splitlines()]

