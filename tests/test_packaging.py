@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("agent_runtime", "envs", "attention_kernels")
 SELF = "doom-agent-runtime"
 # Declared and never imported by our code: what uses it, instead.
-INDIRECT = {"gguf": "transformers reads the embedded model's GGUF file with it (GgufConfig, model_loader.py)"}
+INDIRECT: dict[str, str] = {}
 # Modules that are optional as a whole: they import their extra at the top and are themselves imported only inside
 # the functions that need them.
 OPTIONAL_MODULES = {"attention_kernels.view_attention_triton": "gpu"}
