@@ -3,7 +3,7 @@
 transformers opens a GGUF file three times when it loads a model from it (the tokenizer, the config, the weights),
 and each `gguf.GGUFReader` parses the whole header in Python: the embedded model's 49k-token vocabulary takes ~4 s a
 parse on a 2-core EPYC. Mapping the weights' names then builds gguf's name table for the architecture once per module
-(397 times for SmolLM2, ~8 s). Both results are read-only once built, so a conversion can share them.
+(397 times for SmolLM2, ~6 s). Both results are read-only once built, so a conversion can share them.
 """
 
 from __future__ import annotations
