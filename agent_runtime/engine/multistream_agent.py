@@ -28,7 +28,7 @@ from agent_runtime.engine.streams.text_in import TextInStream, UserTextStream
 from agent_runtime.engine.streams.thinker import ThinkerStream
 from agent_runtime.session.sync_world import TimedFrame
 from agent_runtime.session.time_bounds import TimeBounds
-from agent_runtime.thinking.phrase_grammar import PhraseGrammar
+from agent_runtime.thinking.phrase_grammar import FREE_TEXT, PhraseGrammar
 from agent_runtime.engine.view import View
 
 ACTION_LOG_KEPT = 8  # past decisions (a block each) the actions section keeps for the Thinker
@@ -126,19 +126,19 @@ class MultiStreamAgent:
                                    self.frames, mode=engine.decision_mode, decisions_per_block=decisions_per_block,
                                    on_decision=hooks["on_decision"], cadence=engine.decision_cadence)
         own = engine.thinker_temperature
-        grammar = PhraseGrammar(self.tok) if engine.vocabulary != "free" else None  # the vocabulary's tokens
+        grammar = PhraseGrammar(self.tok) if engine.vocabulary != "free" else FREE_TEXT  # the vocabulary's tokens
         notes, remarks = engine.vocabulary in ("notes", "both"), engine.vocabulary in ("remarks", "both")
         self.thinker = ThinkerStream(ctx, encode(self.tok, THOUGHT_PROMPT), end_tokens=end_tokens,
                                      sample=sample if own is None else sampler(own, seed),
                                      paragraph_tokens=budgets.thinker_tokens_per_paragraph,
                                      while_deciding=engine.think_while_deciding, on_paragraph=hooks["on_paragraph"],
-                                     frames=self.frames, grammar=grammar if notes else None)
+                                     frames=self.frames, grammar=grammar if notes else FREE_TEXT)
         self.commentary = CommentaryStream(
             ctx, encode(self.tok, COMMENTARY_PROMPT), sample=sample, on_sentence=on_sentence, end_tokens=end_tokens,
             context=lambda: self.action.view.blocks[:] if self.frames.in_view else [],
             interval_ms=engine.commentary_interval_ms, max_tokens=engine.commentary_max_tokens,
             on_remark=hooks["on_remark"], text_waiting=lambda: bool(self.user.queue),
-            grammar=grammar if remarks else None)
+            grammar=grammar if remarks else FREE_TEXT)
         decoders = [self.action] + ([self.thinker] if engine.think else []) + ([self.commentary] if commentary else [])
         # the schedule's order: the newest frame first, then text in, then the decoders (action first: it decides)
         self.streams = [self.frames, self.user, self.heard, *decoders]

@@ -41,6 +41,19 @@ class GrammarState:
     phrases: int = 0  # phrases finished
 
 
+class FreeText:
+    """No grammar: the sampler's token, whatever it is. The streams' default, so they decode one way either way."""
+
+    def start(self) -> None:
+        return None
+
+    def choose(self, sample, logits: torch.Tensor, state: None) -> tuple[int, None]:
+        return sample(logits), None
+
+
+FREE_TEXT = FreeText()
+
+
 class PhraseGrammar:
     """A trie of the vocabulary's phrases in token ids; `mask` keeps the logits of the tokens that may come next."""
 

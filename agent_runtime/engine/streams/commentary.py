@@ -9,6 +9,7 @@ from agent_runtime.engine.model_runner import StreamInput
 from agent_runtime.engine.streams.stream import StepPlan, Stream
 from agent_runtime.engine.view import View
 from agent_runtime.session.events import Kind
+from agent_runtime.thinking.phrase_grammar import FREE_TEXT
 
 SENTENCE_ENDS = ".!?"
 
@@ -18,12 +19,12 @@ class CommentaryStream(Stream):
 
     def __init__(self, ctx, prompt: list[int], *, context, sample, on_sentence=None,
                  interval_ms: float = 4000.0, max_tokens: int = 24, end_tokens: set[int] = frozenset(), on_remark=None,
-                 text_waiting=lambda: False, grammar=None):
+                 text_waiting=lambda: False, grammar=FREE_TEXT):
         """context(): the blocks a new remark reads (none: no remark yet); on_sentence(text, generation);
         on_remark(view): called as each remark's first token is chosen, with the view it read (its blocks filled by
         that forward; its own block holds the prompt): a teacher's label for it (data collection); text_waiting():
-        whether user text is still being prefilled (an answer waits until its question is in view); grammar: a
-        PhraseGrammar each remark is decoded under (None: free)."""
+        whether user text is still being prefilled (an answer waits until its question is in view); grammar: the
+        PhraseGrammar each remark is decoded under (FREE_TEXT: any tokens)."""
         super().__init__(ctx)
         self.prompt, self.context, self.sample, self.on_sentence = prompt, context, sample, on_sentence
         self.on_remark, self.text_waiting = on_remark, text_waiting
@@ -65,7 +66,7 @@ class CommentaryStream(Stream):
             self.answering = self.question if answer else None
             self.question = None if answer else self.question
             self.last_start_ms = plan.now_ms
-            self.grammar_state = self.grammar.start() if self.grammar is not None else None
+            self.grammar_state = self.grammar.start()
             self.stats.remarks_started += 1
         plan.add(self, StreamInput(self.view, self.pending, logits="last"))
 
@@ -73,10 +74,7 @@ class CommentaryStream(Stream):
         """Take the sampled token; hand each finished sentence to on_sentence."""
         if self.view is None:
             return None
-        if self.grammar is None:
-            token = self.sample(logits[0])
-        else:
-            token, self.grammar_state = self.grammar.choose(self.sample, logits[0], self.grammar_state)
+        token, self.grammar_state = self.grammar.choose(self.sample, logits[0], self.grammar_state)
         if self.tokens == 0 and self.on_remark is not None:
             self.on_remark(self.view)
         piece = self.tok.decode([token])

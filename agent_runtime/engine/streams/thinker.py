@@ -9,6 +9,7 @@ from agent_runtime.engine.prompts import thought_text
 from agent_runtime.engine.streams.stream import StepPlan, Stream
 from agent_runtime.engine.view import View
 from agent_runtime.session.events import Kind
+from agent_runtime.thinking.phrase_grammar import FREE_TEXT
 from agent_runtime.thinking.vocabulary import join, parse_claims
 
 
@@ -16,14 +17,14 @@ class ThinkerStream(Stream):
     role = "thinker"
 
     def __init__(self, ctx, prompt: list[int], *, paragraph_tokens: int, end_tokens, sample, while_deciding=True,
-                 on_paragraph=None, frames=None, grammar=None):
+                 on_paragraph=None, frames=None, grammar=FREE_TEXT):
         """while_deciding=False: no token in a step where the action stream decides (its cost is the reaction),
         unless the Thinker sat out the step before too (decisions on every step must not starve it).
         on_paragraph(view): called as each paragraph's first token is chosen, with the view it read (its blocks filled
         by that forward; its own block holds the prompt); the tokens it returns (ending in a newline) are the
         paragraph's, written instead of sampled; None: the model writes it. frames: the frame stream, whose newest
-        frame in view stamps each paragraph's events with its tic. grammar: a PhraseGrammar the model's paragraphs
-        are decoded under (None: free)."""
+        frame in view stamps each paragraph's events with its tic. grammar: the PhraseGrammar the model's paragraphs
+        are decoded under (FREE_TEXT: any tokens)."""
         super().__init__(ctx)
         self.while_deciding, self.sat_out = while_deciding, False
         self.prompt, self.paragraph_budget, self.end_tokens, self.sample = prompt, paragraph_tokens, end_tokens, sample
@@ -31,7 +32,7 @@ class ThinkerStream(Stream):
         self.on_paragraph, self.forced, self.frames = on_paragraph, None, frames
         self.pending = list(prompt)
         self.paragraph_tokens = 0
-        self.grammar, self.grammar_state = grammar, grammar.start() if grammar is not None else None
+        self.grammar, self.grammar_state = grammar, grammar.start()
 
     def schedule(self, plan: StepPlan) -> None:
         if plan.deciding and not self.while_deciding and not self.sat_out:
@@ -46,10 +47,8 @@ class ThinkerStream(Stream):
             self.forced = self.on_paragraph(self.view)
         if self.forced:
             token = self.forced.pop(0)
-        elif self.grammar is not None:
-            token, self.grammar_state = self.grammar.choose(self.sample, logits[0], self.grammar_state)
         else:
-            token = self.sample(logits[0])
+            token, self.grammar_state = self.grammar.choose(self.sample, logits[0], self.grammar_state)
         self.paragraph_tokens += 1
         text = self.tok.decode([token])
         if not (token in self.end_tokens or "\n" in text or self.paragraph_tokens >= self.paragraph_budget):
@@ -72,4 +71,4 @@ class ThinkerStream(Stream):
                       claims=[c.text() for c in claims], noise=noise)
         self.pending, self.forced = list(self.prompt), None
         self.paragraph_tokens = 0
-        self.grammar_state = self.grammar.start() if self.grammar is not None else None
+        self.grammar_state = self.grammar.start()
