@@ -25,14 +25,14 @@ def _bench(*args: str) -> subprocess.CompletedProcess:
 
 def test_bench_play_reports_every_agent_on_the_same_seeds(tmp_path):
     proc = _bench("--model", "tiny:llama", "--fixed-cost", "--threads", "1", "--episodes", "2", "--seed", "3",
-                  "--max-tics", "150", "--think-tokens", "4", "--json", "--out", str(tmp_path))
+                  "--max-tics", "100", "--think-tokens", "4", "--json", "--out", str(tmp_path))
     assert proc.returncode == 0, proc.stderr
     assert _after_first_start(proc.stderr).startswith("machine: ")
     result = json.loads(proc.stdout)
     assert set(result["agents"]) == AGENTS and result["seeds"] == [3, 4]
     for name, agent in result["agents"].items():
         assert {"kills_mean", "kills_std", "reward_mean", "tics_mean"} <= set(agent), name
-        assert agent["episodes"] == 2 and 0 < agent["tics_mean"] <= 150 + 35  # a model step may overrun by a few tics
+        assert agent["episodes"] == 2 and 0 < agent["tics_mean"] <= 100 + 35  # a model step may overrun by a few tics
     expert, random_ = result["agents"]["expert"], result["agents"]["random"]
     assert expert["kills_mean"] > random_["kills_mean"]  # the expert plays; the untrained tiny model does not
     assert result["agents"]["llm"]["reaction_ms_p50"] > 0 and result["agents"]["expert"]["reaction_ms_p50"] is None
